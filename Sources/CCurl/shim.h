@@ -1,0 +1,50 @@
+/* Typed wrappers around libcurl's variadic functions, which Swift cannot call directly. */
+#ifndef CCURL_SHIM_H
+#define CCURL_SHIM_H
+
+#include <curl/curl.h>
+#include <stdint.h>
+
+typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *userdata);
+typedef int (*ccurl_xferinfo_fn)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+                                 curl_off_t ultotal, curl_off_t ulnow);
+
+static inline CURLcode ccurl_easy_setopt_long(CURL *h, CURLoption o, long v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode ccurl_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode ccurl_easy_setopt_ptr(CURL *h, CURLoption o, const void *v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode ccurl_easy_setopt_data_fn(CURL *h, CURLoption o, ccurl_data_fn v) {
+    return curl_easy_setopt(h, o, v);
+}
+static inline CURLcode ccurl_easy_setopt_xferinfo_fn(CURL *h, ccurl_xferinfo_fn v) {
+    return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, v);
+}
+static inline CURLcode ccurl_easy_getinfo_long(CURL *h, CURLINFO i, long *v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode ccurl_easy_getinfo_str(CURL *h, CURLINFO i, char **v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode ccurl_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLcode ccurl_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) {
+    return curl_easy_getinfo(h, i, v);
+}
+static inline CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
+    return curl_multi_setopt(m, o, v);
+}
+/* CURLAUTH_* are macros with casts, which Swift does not import. */
+static const unsigned long ccurl_auth_basic = CURLAUTH_BASIC;
+static const unsigned long ccurl_auth_digest = CURLAUTH_DIGEST;
+static const unsigned long ccurl_auth_any = CURLAUTH_ANY;
+
+/* CURLMsg's payload is a union; read it in C. */
+static inline CURLcode ccurl_msg_result(const CURLMsg *m) { return m->data.result; }
+
+#endif

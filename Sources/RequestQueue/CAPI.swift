@@ -1,0 +1,479 @@
+// The C boundary: one short forwarder per function of include/requestqueue.h. Each checks its
+// pointers and values, converts, and calls the core. Nothing here may trap on caller input.
+import CRequestQueueAPI
+import Glibc
+import RequestQueueCore
+
+// MARK: Helpers
+
+private func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
+    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
+    guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+    return (q, RQ_OK)
+}
+
+private func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
+    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
+    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+    return (r, RQ_OK)
+}
+
+/// Runs `body` with the queue behind `pointer`, or returns why there is none.
+private func withQueue(_ pointer: OpaquePointer?, _ body: (Queue) -> rq_result) -> rq_result {
+    let (q, result) = queue(pointer)
+    guard let q else { return result }
+    return body(q)
+}
+
+/// Runs `body` on the request's configuration, if it exists and can still be changed.
+private func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    return r.configure(body)
+}
+
+/// A time in seconds: finite, >= 0, at most `limit`.
+private func validSeconds(_ seconds: Double, limit: Double = 1e6) -> Bool {
+    seconds.isFinite && seconds >= 0 && seconds <= limit
+}
+
+private func inputResult(_ error: InputError) -> rq_result {
+    switch error {
+    case .invalidURL: RQ_ERR_INVALID_URL
+    case .unsupportedScheme: RQ_ERR_UNSUPPORTED_SCHEME
+    case .invalidMethod: RQ_ERR_INVALID_METHOD
+    case .invalidHeader: RQ_ERR_INVALID_HEADER
+    }
+}
+
+private func response(_ pointer: OpaquePointer?) -> Response? {
+    guard let pointer else { return nil }
+    return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
+}
+
+private let sharedQueue: Queue? = Queue(threaded: true, kind: .shared)
+private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
+
+// MARK: Version and names
+
+@c @implementation public func rq_version_number() -> UInt32 { UInt32(RQ_VERSION_MAJOR * 10000 + RQ_VERSION_MINOR * 100 + RQ_VERSION_PATCH) }
+
+@c @implementation public func rq_version_string() -> UnsafePointer<CChar>? { StaticNames.version }
+
+@c @implementation public func rq_result_str(_ result: Int32) -> UnsafePointer<CChar>? { StaticNames.result(result) }
+
+@c @implementation public func rq_outcome_str(_ outcome: Int32) -> UnsafePointer<CChar>? { StaticNames.outcome(outcome) }
+
+// MARK: Queues
+
+@c @implementation public func rq_queue_new(_ delivery: rq_delivery, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
+    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard delivery == RQ_DELIVERY_THREADED || delivery == RQ_DELIVERY_DISPATCH else { return RQ_ERR_INVALID_ARGUMENT }
+    guard let q = Queue(threaded: delivery == RQ_DELIVERY_THREADED, kind: .user) else { return RQ_ERR_SYSTEM }
+    out.pointee = q.pointer
+    return RQ_OK
+}
+
+@c @implementation public func rq_queue_free(_ pointer: OpaquePointer?) -> rq_result {
+    guard pointer != nil else { return RQ_OK }
+    return withQueue(pointer) { q in
+        guard q.kind == .user else { return RQ_ERR_INVALID_STATE }
+        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
+        q.close()
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_default() -> OpaquePointer? { sharedQueue?.pointer }
+
+@c @implementation public func rq_queue_set_max_concurrent(_ pointer: OpaquePointer?, _ value: Int) -> rq_result {
+    withQueue(pointer) { q in
+        q.setMaxConcurrent(Int(clamping: UInt(bitPattern: value)))
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_max_concurrent(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.maxConcurrent
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_set_order(_ pointer: OpaquePointer?, _ order: rq_order) -> rq_result {
+    withQueue(pointer) { q in
+        switch order {
+        case RQ_ORDER_FIFO: q.order = .fifo
+        case RQ_ORDER_LIFO: q.order = .lifo
+        default: return RQ_ERR_INVALID_ARGUMENT
+        }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_order(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_order>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.order == .fifo ? RQ_ORDER_FIFO : RQ_ORDER_LIFO
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_set_duplicates(_ pointer: OpaquePointer?, _ mode: rq_duplicates) -> rq_result {
+    withQueue(pointer) { q in
+        switch mode {
+        case RQ_DUPLICATES_CANCEL_EARLIER: q.cancelsEarlierDuplicates = true
+        case RQ_DUPLICATES_ALLOW: q.cancelsEarlierDuplicates = false
+        default: return RQ_ERR_INVALID_ARGUMENT
+        }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_duplicates(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_duplicates>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.cancelsEarlierDuplicates ? RQ_DUPLICATES_CANCEL_EARLIER : RQ_DUPLICATES_ALLOW
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_suspend(_ pointer: OpaquePointer?) -> rq_result {
+    withQueue(pointer) { q in q.suspend(); return RQ_OK }
+}
+
+@c @implementation public func rq_queue_resume(_ pointer: OpaquePointer?) -> rq_result {
+    withQueue(pointer) { q in q.resume(); return RQ_OK }
+}
+
+@c @implementation public func rq_queue_is_suspended(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.isSuspended ? 1 : 0
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_count(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.count
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_snapshot(_ pointer: OpaquePointer?, _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>?,
+                                                 _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
+        let requests = q.snapshot()
+        guard let raw = malloc(max(1, requests.count) * MemoryLayout<OpaquePointer?>.stride) else { return RQ_ERR_OUT_OF_MEMORY }
+        let list = raw.bindMemory(to: OpaquePointer?.self, capacity: max(1, requests.count))
+        for (i, r) in requests.enumerated() { list[i] = r.pointer }
+        outList.pointee = list
+        outCount.pointee = requests.count
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_snapshot_free(_ list: UnsafeMutablePointer<OpaquePointer?>?) { free(list) }
+
+@c @implementation public func rq_queue_cancel_all(_ pointer: OpaquePointer?) -> rq_result {
+    withQueue(pointer) { q in q.cancelAll(); return RQ_OK }
+}
+
+@c @implementation public func rq_queue_get_fd(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard !q.threaded else { return RQ_ERR_WRONG_DELIVERY }
+        out.pointee = q.eventFD
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_dispatch(_ pointer: OpaquePointer?, _ max: Int, _ outRan: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard !q.threaded else { return RQ_ERR_WRONG_DELIVERY }
+        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
+        let ran = q.dispatch(limit: Int(clamping: UInt(bitPattern: max)))
+        outRan?.pointee = ran
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_wait_idle(_ pointer: OpaquePointer?, _ timeout: Double) -> rq_result {
+    withQueue(pointer) { q in
+        guard !timeout.isNaN else { return RQ_ERR_INVALID_ARGUMENT }
+        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
+        let deadline: Double? = timeout < 0 || timeout.isInfinite ? nil : Clock.now() + timeout
+        return q.waitIdle(deadline: deadline)
+    }
+}
+
+@c @implementation public func rq_add(_ queuePointer: OpaquePointer?, _ requestPointer: OpaquePointer?) -> rq_result {
+    withQueue(queuePointer) { q in
+        let (r, result) = request(requestPointer)
+        guard let r else { return result }
+        return q.add(r)
+    }
+}
+
+@c @implementation public func rq_cancel(_ pointer: OpaquePointer?) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    guard let q = r.lock.withLock({ r.queue }) else { return RQ_ERR_NOT_ACTIVE }
+    return q.cancel(r)
+}
+
+// MARK: Requests
+
+@c @implementation public func rq_request_new(_ url: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
+    guard let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
+    do throws(InputError) {
+        let r = Request(url: try Validation.url(bytes))
+        out.pointee = HandleTable.pointer(r.register())
+        return RQ_OK
+    } catch {
+        return inputResult(error)
+    }
+}
+
+@c @implementation public func rq_request_free(_ pointer: OpaquePointer?) -> rq_result {
+    guard pointer != nil else { return RQ_OK }
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
+        guard r.callerHolds else { return nil }
+        r.callerHolds = false
+        guard r.state == .new, let free = r.contextFree else { return nil }
+        return (free, r.context)
+    }
+    r.releaseHandleIfUnused()
+    if let (free, context) = finalize { free(context) }
+    return RQ_OK
+}
+
+@c @implementation public func rq_request_set_method(_ pointer: OpaquePointer?, _ method: UnsafePointer<CChar>?) -> rq_result {
+    guard let bytes = cStringBytes(method) else { return RQ_ERR_NULL_ARGUMENT }
+    return configure(pointer) { r in
+        do throws(InputError) { r.method = try Validation.method(bytes) } catch { return inputResult(error) }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_header(_ pointer: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> rq_result {
+    guard let nameBytes = cStringBytes(name) else { return RQ_ERR_NULL_ARGUMENT }
+    return configure(pointer) { r in
+        let headerName: String
+        do throws(InputError) { headerName = try Validation.headerName(nameBytes) } catch { return inputResult(error) }
+        let lowercased = headerName.lowercased()
+        guard let valueBytes = cStringBytes(value) else {
+            r.headers.removeAll { $0.lowercasedName == lowercased }
+            return RQ_OK
+        }
+        let headerValue: [UInt8]
+        do throws(InputError) { headerValue = try Validation.headerValue(valueBytes) } catch { return inputResult(error) }
+        let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)
+        if let index = r.headers.firstIndex(where: { $0.lowercasedName == lowercased }) {
+            r.headers[index] = header
+        } else {
+            guard r.headers.count < Validation.maxHeaderCount else { return RQ_ERR_INVALID_HEADER }
+            r.headers.append(header)
+        }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_body(_ pointer: OpaquePointer?, _ data: UnsafeRawPointer?, _ size: Int) -> rq_result {
+    let byteCount = UInt(bitPattern: size)
+    guard data != nil || byteCount == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    return configure(pointer) { r in
+        let body = ByteBuffer()
+        if let data, byteCount > 0 {
+            guard byteCount <= UInt(Int.max / 2), body.append(data, Int(byteCount)) else { return RQ_ERR_OUT_OF_MEMORY }
+        }
+        r.body = body
+        r.hasBody = true
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.timeout = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_connect_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.connectTimeout = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_idle_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.idleTimeout = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
+    configure(pointer) { r in
+        guard let user else {
+            r.user = nil
+            r.password = nil
+            return RQ_OK
+        }
+        r.user = String(cString: user)
+        r.password = password.map { String(cString: $0) } ?? ""
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_completion(_ pointer: OpaquePointer?, _ fn: rq_completion_fn?, _ context: UnsafeMutableRawPointer?,
+                                                         _ contextFree: rq_context_free_fn?) -> rq_result {
+    configure(pointer) { r in
+        r.completion = fn
+        r.context = context
+        r.contextFree = contextFree
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_upload_progress(_ pointer: OpaquePointer?, _ fn: rq_progress_fn?) -> rq_result {
+    configure(pointer) { r in r.uploadProgress = fn; return RQ_OK }
+}
+
+@c @implementation public func rq_request_set_download_progress(_ pointer: OpaquePointer?, _ fn: rq_progress_fn?) -> rq_result {
+    configure(pointer) { r in r.downloadProgress = fn; return RQ_OK }
+}
+
+@c @implementation public func rq_request_set_auth_handler(_ pointer: OpaquePointer?, _ fn: rq_auth_fn?) -> rq_result {
+    configure(pointer) { r in r.authHandler = fn; return RQ_OK }
+}
+
+@c @implementation public func rq_request_set_retry(_ pointer: OpaquePointer?, _ enabled: Int32) -> rq_result {
+    configure(pointer) { r in r.retry.enabled = enabled != 0; return RQ_OK }
+}
+
+@c @implementation public func rq_request_set_retry_delay(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.retry.delay = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_retry_outcomes(_ pointer: OpaquePointer?, _ outcomes: UnsafePointer<rq_outcome>?, _ count: Int) -> rq_result {
+    let n = UInt(bitPattern: count)
+    guard outcomes != nil || n == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    return configure(pointer) { r in
+        guard n <= 64 else { return RQ_ERR_INVALID_ARGUMENT }
+        var set = Set<Outcome>()
+        for i in 0..<Int(n) {
+            guard let value = outcomes?[i], let outcome = Outcome(rawValue: Int32(bitPattern: value.rawValue)),
+                  outcome != .ok, outcome != .cancelled else { return RQ_ERR_INVALID_ARGUMENT }
+            set.insert(outcome)
+        }
+        r.retry.outcomes = set
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_max_attempts(_ pointer: OpaquePointer?, _ maxAttempts: UInt32) -> rq_result {
+    configure(pointer) { r in
+        guard maxAttempts <= 1_000_000 else { return RQ_ERR_INVALID_ARGUMENT }
+        r.retry.maxAttempts = Int(maxAttempts)
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    guard let standaloneQueue else { return RQ_ERR_SYSTEM }
+    return standaloneQueue.add(r)
+}
+
+@c @implementation public func rq_request_get_state(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_request_state>?) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    out.pointee = rq_request_state(rawValue: r.lock.withLock { r.state.rawValue })
+    return RQ_OK
+}
+
+@c @implementation public func rq_request_get_context(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    out.pointee = r.lock.withLock { r.context }
+    return RQ_OK
+}
+
+// MARK: Responses
+
+@c @implementation public func rq_response_outcome(_ pointer: OpaquePointer?) -> rq_outcome {
+    rq_outcome(rawValue: UInt32(bitPattern: response(pointer)?.outcome.rawValue ?? Outcome.transport.rawValue))
+}
+
+@c @implementation public func rq_response_status(_ pointer: OpaquePointer?) -> Int32 { response(pointer)?.status ?? 0 }
+
+@c @implementation public func rq_response_body(_ pointer: OpaquePointer?, _ outSize: UnsafeMutablePointer<Int>?) -> UnsafePointer<UInt8>? {
+    guard let r = response(pointer) else {
+        outSize?.pointee = 0
+        return nil
+    }
+    outSize?.pointee = r.body.count
+    return UnsafePointer(r.body.base) ?? UnsafeRawPointer(emptyCString).assumingMemoryBound(to: UInt8.self)
+}
+
+@c @implementation public func rq_response_header_count(_ pointer: OpaquePointer?) -> Int { response(pointer)?.headerCount ?? 0 }
+
+@c @implementation public func rq_response_header_at(_ pointer: OpaquePointer?, _ index: Int, _ outName: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                                     _ outValue: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> rq_result {
+    guard let r = response(pointer), let outName, let outValue else { return RQ_ERR_NULL_ARGUMENT }
+    guard let header = r.header(at: Int(clamping: UInt(bitPattern: index))) else { return RQ_ERR_INVALID_ARGUMENT }
+    outName.pointee = header.name
+    outValue.pointee = header.value
+    return RQ_OK
+}
+
+@c @implementation public func rq_response_header(_ pointer: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> UnsafePointer<CChar>? {
+    guard let r = response(pointer), let name else { return nil }
+    return r.header(named: name)
+}
+
+@c @implementation public func rq_response_url(_ pointer: OpaquePointer?) -> UnsafePointer<CChar>? {
+    response(pointer).map { UnsafePointer($0.url) }
+}
+
+@c @implementation public func rq_response_error_message(_ pointer: OpaquePointer?) -> UnsafePointer<CChar>? {
+    response(pointer).map { UnsafePointer($0.message) }
+}
+
+@c @implementation public func rq_response_attempts(_ pointer: OpaquePointer?) -> UInt32 { response(pointer)?.attempts ?? 0 }
+
+// MARK: Authentication challenges
+
+private func answer(_ pointer: OpaquePointer?, _ answer: Queue.AuthAnswer) -> rq_result {
+    guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
+    guard let challenge = HandleTable.shared.lookup(pointer, kind: .challenge, as: Challenge.self),
+          let q = challenge.request?.queue else { return RQ_ERR_INVALID_HANDLE }
+    return q.answer(challenge, answer)
+}
+
+@c @implementation public func rq_auth_use_credential(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
+    guard let user, let password else { return RQ_ERR_NULL_ARGUMENT }
+    return answer(pointer, .credential(user: String(cString: user), password: String(cString: password)))
+}
+
+@c @implementation public func rq_auth_continue_without(_ pointer: OpaquePointer?) -> rq_result { answer(pointer, .continueWithout) }
+
+@c @implementation public func rq_auth_cancel(_ pointer: OpaquePointer?) -> rq_result { answer(pointer, .cancel) }

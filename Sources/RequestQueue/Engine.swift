@@ -1,0 +1,147 @@
+import CCurl
+import Glibc
+import RequestQueueCore
+
+/// libcurl is initialised once per process, before the first multi handle.
+private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+
+/// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
+/// transfers that are running: the queue decides what starts; the engine reports what ended.
+/// Other threads talk to it through `send`, which wakes it up.
+final class Engine: @unchecked Sendable {
+    enum Command {
+        case start(Request, UInt64)
+        case abort(Request)
+        case shutdown
+    }
+
+    private unowned let queue: Queue
+    private let multi: UnsafeMutableRawPointer
+    private let inboxLock = Monitor()
+    private var inbox: [Command] = []
+    private var thread = pthread_t()
+
+    // Engine thread only.
+    private var transfers: [UInt: Transfer] = [:]
+    private var timers: [(deadline: Double, request: Request, generation: UInt64)] = []
+    private var idleHandles: [UnsafeMutableRawPointer] = []
+
+    init?(queue: Queue) {
+        guard curlReady, let multi = curl_multi_init() else { return nil }
+        self.queue = queue
+        self.multi = multi
+        let box = Unmanaged.passRetained(self).toOpaque()
+        let created = pthread_create(&thread, nil, { box in
+            guard let box else { return nil }
+            Unmanaged<Engine>.fromOpaque(box).takeRetainedValue().run()
+            return nil
+        }, box)
+        if created != 0 {
+            Unmanaged<Engine>.fromOpaque(box).release()
+            curl_multi_cleanup(multi)
+            return nil
+        }
+    }
+
+    func send(_ command: Command) {
+        inboxLock.withLock { inbox.append(command) }
+        curl_multi_wakeup(multi)
+    }
+
+    /// Stops the thread after dropping every transfer; returns once it has ended.
+    func shutdown() {
+        send(.shutdown)
+        pthread_join(thread, nil)
+    }
+
+    private func run() {
+        var running: Int32 = 0
+        while true {
+            let commands: [Command] = inboxLock.withLock {
+                defer { inbox.removeAll(keepingCapacity: true) }
+                return inbox
+            }
+            for command in commands {
+                switch command {
+                case let .start(request, generation):
+                    start(request, generation: generation)
+                case let .abort(request):
+                    timers.removeAll { $0.request === request }
+                    if let transfer = transfers.removeValue(forKey: request.handle) { recycle(transfer) }
+                case .shutdown:
+                    for transfer in transfers.values { recycle(transfer) }
+                    transfers.removeAll()
+                    timers.removeAll()
+                    for easy in idleHandles { curl_easy_cleanup(easy) }
+                    idleHandles.removeAll()
+                    curl_multi_cleanup(multi)
+                    return
+                }
+            }
+            curl_multi_perform(multi, &running)
+            readFinished()
+            let now = Clock.now()
+            var due: [(deadline: Double, request: Request, generation: UInt64)] = []
+            timers.removeAll { timer in
+                if timer.deadline <= now { due.append(timer); return true }
+                return false
+            }
+            for timer in due { start(timer.request, generation: timer.generation) }
+            if !due.isEmpty { continue }
+            var waitMs = 1000.0
+            if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
+            curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
+        }
+    }
+
+    private func start(_ request: Request, generation: UInt64) {
+        guard queue.isCurrent(request, generation: generation) else { return }
+        if let old = transfers.removeValue(forKey: request.handle) { recycle(old) }
+        guard let easy = idleHandles.popLast() ?? curl_easy_init() else {
+            queue.attemptFailedToStart(request, generation: generation, response: failure(request, "out of memory"))
+            return
+        }
+        let transfer = Transfer(request: request, generation: generation, easy: easy, engine: self)
+        transfer.configure()
+        guard curl_multi_add_handle(multi, easy) == CURLM_OK else {
+            recycle(transfer)
+            queue.attemptFailedToStart(request, generation: generation, response: failure(request, "libcurl refused the transfer"))
+            return
+        }
+        transfers[request.handle] = transfer
+    }
+
+    private func failure(_ request: Request, _ message: String) -> Response {
+        Response(outcome: .transport, status: 0, url: request.url.string, message: message, attempts: request.attempts)
+    }
+
+    private func readFinished() {
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = ccurl_msg_result(message)
+            var privateData: UnsafeMutableRawPointer?
+            _ = ccurl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privateData)
+            guard let privateData else { continue }
+            let transfer = Unmanaged<Transfer>.fromOpaque(privateData).takeUnretainedValue()
+            transfers.removeValue(forKey: transfer.request.handle)
+            let response = transfer.response(code: code)
+            recycle(transfer)
+            if let retry = queue.attemptFinished(transfer.request, generation: transfer.generation, response: response) {
+                timers.append((Clock.now() + retry.delay, transfer.request, retry.generation))
+            }
+        }
+    }
+
+    /// Detaches a transfer from the multi handle and keeps its easy handle for reuse.
+    private func recycle(_ transfer: Transfer) {
+        curl_multi_remove_handle(multi, transfer.easy)
+        transfer.release()
+        curl_easy_reset(transfer.easy)
+        if idleHandles.count < 256 { idleHandles.append(transfer.easy) } else { curl_easy_cleanup(transfer.easy) }
+    }
+
+    func reportProgress(_ transfer: Transfer, upload: Bool, done: Int64, total: Int64) {
+        queue.progress(transfer.request, generation: transfer.generation, upload: upload, done: done, total: total)
+    }
+}

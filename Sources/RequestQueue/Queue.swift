@@ -1,0 +1,410 @@
+import CCurl
+import CRequestQueueAPI
+import Dispatch
+import Glibc
+import RequestQueueCore
+
+/// A queue at run time: the scheduler and the requests under one monitor, an engine thread running
+/// the transfers on libcurl, and the delivery of callbacks (threaded or host-dispatched).
+final class Queue: @unchecked Sendable {
+    enum Kind {
+        /// Created by `rq_queue_new`.
+        case user
+        /// The process-wide default queue.
+        case shared
+        /// The hidden queue of `rq_request_start`.
+        case standalone
+    }
+
+    enum Event {
+        case progress(Request, upload: Bool, done: Int64, total: Int64)
+        case challenge(Request, Challenge, failures: Int)
+        case completion(Request, Response)
+    }
+
+    enum AuthAnswer {
+        case credential(user: String, password: String)
+        case continueWithout
+        case cancel
+    }
+
+    let kind: Kind
+    let threaded: Bool
+    private(set) var handle: UInt = 0
+
+    /// Guards everything below, and the runtime fields of the requests in this queue.
+    let monitor = Monitor()
+    private var scheduler = Scheduler<DuplicateKey>()
+    private var active: [UInt64: Request] = [:]
+    private var closed = false
+    /// Events posted and not yet finished running.
+    private var undelivered = 0
+    /// Dispatch mode: events waiting for `dispatch`, and the descriptor readable while there are.
+    private var pending = RingDeque<Event>()
+    let eventFD: Int32
+    private let dispatchLock = Monitor()
+    /// Threaded mode: the serial queue that runs the callbacks.
+    private let deliveryQueue: DispatchQueue?
+    private var engine: Engine!
+
+    init?(threaded: Bool, kind: Kind) {
+        self.kind = kind
+        self.threaded = threaded
+        if threaded {
+            eventFD = -1
+            deliveryQueue = DispatchQueue(label: "requestqueue.delivery")
+        } else {
+            eventFD = ccurl_eventfd()
+            deliveryQueue = nil
+            if eventFD < 0 { return nil }
+        }
+        if kind == .standalone {
+            scheduler.maxConcurrent = 0
+            scheduler.cancelsEarlierDuplicates = false
+        }
+        guard let engine = Engine(queue: self) else {
+            if eventFD >= 0 { Glibc.close(eventFD) }
+            return nil
+        }
+        self.engine = engine
+        handle = HandleTable.shared.register(self, kind: .queue)
+    }
+
+    var pointer: OpaquePointer? { HandleTable.pointer(handle) }
+
+    // MARK: Settings
+
+    func setMaxConcurrent(_ value: Int) {
+        monitor.withLock {
+            scheduler.maxConcurrent = value
+            startStartableLocked()
+        }
+    }
+
+    var maxConcurrent: Int { monitor.withLock { scheduler.maxConcurrent } }
+
+    var order: QueueOrder {
+        get { monitor.withLock { scheduler.order } }
+        set { monitor.withLock { scheduler.order = newValue } }
+    }
+
+    var cancelsEarlierDuplicates: Bool {
+        get { monitor.withLock { scheduler.cancelsEarlierDuplicates } }
+        set { monitor.withLock { scheduler.cancelsEarlierDuplicates = newValue } }
+    }
+
+    func suspend() { monitor.withLock { scheduler.suspend() } }
+
+    func resume() {
+        monitor.withLock {
+            scheduler.resume()
+            startStartableLocked()
+        }
+    }
+
+    var isSuspended: Bool { monitor.withLock { scheduler.isSuspended } }
+    var count: Int { monitor.withLock { scheduler.count } }
+
+    /// Running requests in start order, then waiting ones in start order, at one instant.
+    func snapshot() -> [Request] {
+        monitor.withLock {
+            let (running, waiting) = scheduler.snapshot()
+            return (running + waiting).compactMap { active[$0] }
+        }
+    }
+
+    // MARK: Adding and cancelling
+
+    func add(_ request: Request) -> rq_result {
+        let accepted = request.lock.withLock {
+            guard request.state == .new else { return false }
+            request.state = .waiting
+            request.queue = self
+            return true
+        }
+        guard accepted else { return RQ_ERR_ALREADY_ADDED }
+        return monitor.withLock {
+            guard !closed else {
+                request.lock.withLock {
+                    request.state = .new
+                    request.queue = nil
+                }
+                return RQ_ERR_QUEUE_CLOSED
+            }
+            let id = UInt64(request.handle)
+            let key = scheduler.cancelsEarlierDuplicates ? request.duplicateKey : nil
+            let replaced = scheduler.add(id, key: key) ?? []
+            active[id] = request
+            for old in replaced {
+                if let earlier = active[old] {
+                    completeLocked(earlier, .cancelled(url: earlier.url.string, attempts: earlier.attempts,
+                                                       message: "cancelled by a duplicate request added later"),
+                                   stopTransfer: true)
+                }
+            }
+            startStartableLocked()
+            return RQ_OK
+        }
+    }
+
+    func cancel(_ request: Request) -> rq_result {
+        monitor.withLock {
+            guard scheduler.placement(of: UInt64(request.handle)) != nil else { return RQ_ERR_NOT_ACTIVE }
+            completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts), stopTransfer: true)
+            startStartableLocked()
+            return RQ_OK
+        }
+    }
+
+    func cancelAll(message: String = "the request was cancelled") {
+        monitor.withLock {
+            for id in scheduler.removeAll() {
+                if let request = active[id] {
+                    completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts, message: message),
+                                   stopTransfer: true)
+                }
+            }
+        }
+    }
+
+    // MARK: Engine side
+
+    /// Whether `generation` is still the current attempt of a running request.
+    func isCurrent(_ request: Request, generation: UInt64) -> Bool {
+        monitor.withLock { request.state == .running && request.generation == generation }
+    }
+
+    /// An attempt ended; returns the delay and generation of the next attempt when it is retried.
+    func attemptFinished(_ request: Request, generation: UInt64, response: Response) -> (delay: Double, generation: UInt64)? {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation else { return nil }
+            let decision = AttemptDecision.decide(outcome: response.outcome, status: Int(response.status),
+                                                  hasAuthHandler: request.authHandler != nil,
+                                                  retry: request.retry, attempt: request.attempts)
+            switch decision {
+            case .challenge:
+                if request.authCredentials != nil { request.rejectedCredentials += 1 }
+                let challenge = Challenge(request: request, generation: generation, response: response)
+                request.challenge = challenge
+                postLocked(.challenge(request, challenge, failures: request.rejectedCredentials))
+                return nil
+            case .retry(let delay):
+                request.generation &+= 1
+                request.attempts += 1
+                return (delay, request.generation)
+            case .complete:
+                completeLocked(request, response, stopTransfer: false)
+                startStartableLocked()
+                return nil
+            }
+        }
+    }
+
+    /// A transfer could not even be set up: the request fails with this response.
+    func attemptFailedToStart(_ request: Request, generation: UInt64, response: Response) {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation else { return }
+            completeLocked(request, response, stopTransfer: false)
+            startStartableLocked()
+        }
+    }
+
+    func progress(_ request: Request, generation: UInt64, upload: Bool, done: Int64, total: Int64) {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation else { return }
+            postLocked(.progress(request, upload: upload, done: done, total: total))
+        }
+    }
+
+    func answer(_ challenge: Challenge, _ answer: AuthAnswer) -> rq_result {
+        guard let request = challenge.request else { return RQ_ERR_INVALID_HANDLE }
+        return monitor.withLock {
+            guard request.challenge === challenge, request.state == .running,
+                  request.generation == challenge.generation else { return RQ_ERR_INVALID_HANDLE }
+            challenge.invalidate()
+            request.challenge = nil
+            switch answer {
+            case .credential(let user, let password):
+                let header = challenge.response.headerValue("WWW-Authenticate")?.lowercased() ?? ""
+                let scheme: AuthScheme = header.hasPrefix("basic") ? .basic : header.hasPrefix("digest") ? .digest : .any
+                request.authCredentials = (user, password, scheme)
+                request.generation &+= 1
+                engine.send(.start(request, request.generation))
+            case .continueWithout:
+                completeLocked(request, challenge.response, stopTransfer: false)
+                startStartableLocked()
+            case .cancel:
+                completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts,
+                                                   message: "cancelled by the authentication handler"),
+                               stopTransfer: false)
+                startStartableLocked()
+            }
+            return RQ_OK
+        }
+    }
+
+    // MARK: Internals (monitor held)
+
+    private func setState(_ request: Request, _ state: RequestState) {
+        request.lock.withLock { request.state = state }
+    }
+
+    private func startStartableLocked() {
+        for id in scheduler.takeStartable() {
+            guard let request = active[id] else { continue }
+            setState(request, .running)
+            request.generation &+= 1
+            request.attempts = 1
+            engine.send(.start(request, request.generation))
+        }
+    }
+
+    /// Produces the one completion of a request; the caller then starts what can start.
+    private func completeLocked(_ request: Request, _ response: Response, stopTransfer: Bool) {
+        let id = UInt64(request.handle)
+        guard request.state != .completed else { return }
+        scheduler.remove(id)
+        active[id] = nil
+        setState(request, .completed)
+        request.generation &+= 1
+        if let challenge = request.challenge {
+            challenge.invalidate()
+            request.challenge = nil
+        }
+        if stopTransfer { engine.send(.abort(request)) }
+        postLocked(.completion(request, response))
+    }
+
+    private func postLocked(_ event: Event) {
+        undelivered += 1
+        if let deliveryQueue {
+            deliveryQueue.async { self.run(event) }
+        } else {
+            pending.pushBack(event)
+            if pending.count == 1 {
+                var one: UInt64 = 1
+                _ = write(eventFD, &one, 8)
+            }
+        }
+    }
+
+    // MARK: Delivery
+
+    private func run(_ event: Event) {
+        let previous = CallbackContext.currentQueue
+        CallbackContext.currentQueue = handle
+        switch event {
+        case let .progress(request, upload, done, total):
+            if !request.completionDelivered, let fn = upload ? request.uploadProgress : request.downloadProgress {
+                fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+            }
+        case let .challenge(request, challenge, failures):
+            if !request.completionDelivered, let fn = request.authHandler,
+               HandleTable.shared.lookup(challenge.pointer, kind: .challenge, as: Challenge.self) != nil {
+                fn(request.context, request.pointer, challenge.pointer, UInt32(clamping: failures),
+                   OpaquePointer(Unmanaged.passUnretained(challenge.response).toOpaque()))
+            }
+        case let .completion(request, response):
+            deliverCompletion(request, response)
+        }
+        CallbackContext.currentQueue = previous
+        monitor.withLock {
+            undelivered -= 1
+            if undelivered == 0 { monitor.broadcast() }
+        }
+        if case let .completion(request, _) = event {
+            request.lock.withLock { request.finished = true }
+            request.releaseHandleIfUnused()
+        }
+    }
+
+    private func deliverCompletion(_ request: Request, _ response: Response) {
+        if let fn = request.downloadProgress {
+            let success = response.outcome == .ok
+            let done = response.downloaded
+            let total = success ? done : response.downloadTotal
+            fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+        }
+        if let fn = request.uploadProgress, request.hasBody {
+            let done = response.uploaded
+            let total = response.uploadTotal
+            fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+        }
+        request.completionDelivered = true
+        if let fn = request.completion {
+            fn(request.context, request.pointer, OpaquePointer(Unmanaged.passUnretained(response).toOpaque()))
+        }
+        if let free = request.contextFree { free(request.context) }
+    }
+
+    /// Dispatch mode: runs up to `limit` pending events (0 = those pending now).
+    func dispatch(limit: Int) -> Int {
+        dispatchLock.lock()
+        defer { dispatchLock.unlock() }
+        let count = limit > 0 ? limit : monitor.withLock { pending.count }
+        var ran = 0
+        while ran < count {
+            let next: Event? = monitor.withLock {
+                let event = pending.popFront()
+                if event != nil, pending.isEmpty {
+                    var value: UInt64 = 0
+                    _ = read(eventFD, &value, 8)
+                }
+                return event
+            }
+            guard let event = next else { break }
+            run(event)
+            ran += 1
+        }
+        return ran
+    }
+
+    private var isIdleLocked: Bool { scheduler.count == 0 && undelivered == 0 }
+
+    /// Waits until nothing runs, waits or remains to be delivered; `deadline` is monotonic.
+    func waitIdle(deadline: Double?) -> rq_result {
+        if threaded {
+            return monitor.withLock {
+                while !isIdleLocked {
+                    if !monitor.wait(until: deadline), !isIdleLocked { return RQ_ERR_TIMED_OUT }
+                }
+                return RQ_OK
+            }
+        }
+        while true {
+            _ = dispatch(limit: 0)
+            if monitor.withLock({ isIdleLocked }) { return RQ_OK }
+            var waitMs: Int32 = 100
+            if let deadline {
+                let remaining = deadline - Clock.now()
+                if remaining <= 0 { return RQ_ERR_TIMED_OUT }
+                waitMs = Int32(min(100, max(1, remaining * 1000)))
+            }
+            var fd = pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&fd, 1, waitMs)
+        }
+    }
+
+    /// Frees the queue: cancels everything, stops the engine, delivers what is left.
+    func close() {
+        monitor.withLock { closed = true }
+        cancelAll(message: "the queue was freed")
+        engine.shutdown()
+        if threaded {
+            monitor.withLock {
+                while undelivered > 0 { _ = monitor.wait(until: nil) }
+            }
+        } else {
+            while monitor.withLock({ undelivered > 0 }) { _ = dispatch(limit: 0) }
+            Glibc.close(eventFD)
+        }
+        HandleTable.shared.remove(handle)
+    }
+}
+
+/// done / total within [0, 1], or RQ_PROGRESS_INDETERMINATE when the total is unknown.
+func progressValue(done: Int64, total: Int64) -> Double {
+    if total < 0 { return -1 }
+    if total == 0 { return 1 }
+    return min(1, max(0, Double(done) / Double(total)))
+}

@@ -1,0 +1,144 @@
+import CRequestQueueAPI
+import RequestQueueCore
+
+/// Lifecycle of a request, as `rq_request_state` reports it.
+enum RequestState: UInt32 {
+    case new = 0
+    case waiting = 1
+    case running = 2
+    case completed = 3
+}
+
+/// One request: its configuration (frozen once accepted) and its runtime state.
+final class Request: @unchecked Sendable {
+    struct Header {
+        let name: String
+        let lowercasedName: String
+        let value: [UInt8]
+    }
+
+    /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
+    /// before it.
+    let lock = Monitor()
+    private(set) var handle: UInt = 0
+
+    // Configuration: written only while `state == .new`, read freely once frozen.
+    var url: ValidatedURL
+    var method = "GET"
+    var headers: [Header] = []
+    var body = ByteBuffer()
+    var hasBody = false
+    var timeout = 0.0
+    var connectTimeout = 30.0
+    var idleTimeout = 60.0
+    var user: String?
+    var password: String?
+    var completion: rq_completion_fn?
+    var context: UnsafeMutableRawPointer?
+    var contextFree: rq_context_free_fn?
+    var uploadProgress: rq_progress_fn?
+    var downloadProgress: rq_progress_fn?
+    var authHandler: rq_auth_fn?
+    var retry = RetryPolicy()
+
+    // Lifecycle, under `lock`.
+    var state = RequestState.new
+    var callerHolds = true
+    /// The queue that accepted the request (set once, when accepted).
+    weak var queue: Queue?
+
+    // Runtime, under the owning queue's monitor.
+    /// Bumped at every new attempt and at completion, so stale engine events are recognised.
+    var generation: UInt64 = 0
+    var attempts = 0
+    var challenge: Challenge?
+    var rejectedCredentials = 0
+    var authCredentials: (user: String, password: String, scheme: AuthScheme)?
+
+    // Delivery, touched only by the thread delivering this queue's callbacks.
+    var completionDelivered = false
+    /// Set once the completion callback and the context finalizer have returned (under `lock`).
+    var finished = false
+
+    init(url: ValidatedURL) {
+        self.url = url
+    }
+
+    /// Registers the request in the handle table; returns its handle.
+    func register() -> UInt {
+        handle = HandleTable.shared.register(self, kind: .request)
+        return handle
+    }
+
+    var pointer: OpaquePointer? { HandleTable.pointer(handle) }
+
+    /// Runs `body` on the configuration if the request can still be changed.
+    func configure(_ body: (Request) -> rq_result) -> rq_result {
+        lock.withLock { state == .new ? body(self) : RQ_ERR_REQUEST_FROZEN }
+    }
+
+    /// Releases the handle once nobody can use it any more: the caller freed it and the request
+    /// is not in flight.
+    func releaseHandleIfUnused() {
+        let release = lock.withLock { !callerHolds && (state == .new || finished) }
+        if release { HandleTable.shared.remove(handle) }
+    }
+
+    /// The duplicate-equality key (see the header: method, URL, headers, body).
+    var duplicateKey: DuplicateKey { DuplicateKey(self) }
+}
+
+enum AuthScheme {
+    case basic
+    case digest
+    case any
+}
+
+/// Equality of requests for duplicate detection. Reads only the frozen configuration.
+struct DuplicateKey: Hashable {
+    let request: Request
+    private let hash: Int
+
+    init(_ request: Request) {
+        self.request = request
+        var hasher = Hasher()
+        hasher.combine(request.method)
+        hasher.combine(request.url.string)
+        for header in request.headers {
+            hasher.combine(header.lowercasedName)
+            hasher.combine(header.value)
+        }
+        hasher.combine(request.body.count)
+        hasher.combine(bytes: UnsafeRawBufferPointer(request.body.bytes))
+        hash = hasher.finalize()
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+
+    static func == (a: DuplicateKey, b: DuplicateKey) -> Bool {
+        let x = a.request, y = b.request
+        return a.hash == b.hash && x.method == y.method && x.url.string == y.url.string
+            && x.headers.count == y.headers.count
+            && zip(x.headers, y.headers).allSatisfy { $0.lowercasedName == $1.lowercasedName && $0.value == $1.value }
+            && x.body.bytes.elementsEqual(y.body.bytes)
+    }
+}
+
+/// A pending authentication challenge; its handle is valid until answered or the request ends.
+final class Challenge: @unchecked Sendable {
+    weak var request: Request?
+    let generation: UInt64
+    let response: Response
+    private(set) var handle: UInt = 0
+
+    init(request: Request, generation: UInt64, response: Response) {
+        self.request = request
+        self.generation = generation
+        self.response = response
+        handle = HandleTable.shared.register(self, kind: .challenge)
+    }
+
+    var pointer: OpaquePointer? { HandleTable.pointer(handle) }
+
+    func invalidate() { HandleTable.shared.remove(handle) }
+}

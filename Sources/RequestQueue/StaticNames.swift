@@ -1,0 +1,34 @@
+import CRequestQueueAPI
+
+/// The static strings handed to C: allocated once, never freed.
+enum StaticNames {
+    static let version = make(RQ_VERSION_STRING)
+
+    private static let results: [UnsafePointer<CChar>] = [
+        "ok", "NULL argument", "invalid handle (freed, or not of this kind)", "invalid argument",
+        "invalid URL", "unsupported URL scheme (only http and https)", "invalid HTTP method",
+        "invalid header name or value", "request already added or started", "request can no longer be changed",
+        "request is not waiting or running", "not allowed in the current state", "wrong delivery mode for this call",
+        "queue is closed", "timed out waiting", "would deadlock: called from this queue's own callback",
+        "out of memory", "system resource unavailable",
+    ].map(make)
+    private static let unknownResult = make("unknown result code")
+
+    private static let outcomes: [UnsafePointer<CChar>] = [
+        "ok", "cancelled", "HTTP status error", "timed out", "cannot resolve host", "cannot connect",
+        "connection lost", "TLS error", "too many redirects", "bad response", "bad redirect", "transport error",
+    ].map(make)
+    private static let unknownOutcome = make("unknown outcome")
+
+    static func result(_ code: Int32) -> UnsafePointer<CChar> {
+        code >= 0 && Int(code) < results.count ? results[Int(code)] : unknownResult
+    }
+
+    static func outcome(_ code: Int32) -> UnsafePointer<CChar> {
+        code >= 0 && Int(code) < outcomes.count ? outcomes[Int(code)] : unknownOutcome
+    }
+
+    private static func make(_ string: String) -> UnsafePointer<CChar> {
+        UnsafePointer(mallocCString(Array(string.utf8)))
+    }
+}

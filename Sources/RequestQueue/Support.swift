@@ -1,0 +1,128 @@
+import Glibc
+
+/// A mutex with a condition variable (pthread), for state shared between the caller's threads,
+/// the engine thread and the delivery thread.
+final class Monitor: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+
+    @inline(__always)
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    /// Waits for a broadcast, with the lock held; `deadline` is a monotonic time in seconds, nil
+    /// for no limit. Returns false when the deadline passed.
+    func wait(until deadline: Double?) -> Bool {
+        guard let deadline else {
+            pthread_cond_wait(condition, mutex)
+            return true
+        }
+        if deadline <= Clock.now() { return false }
+        var ts = timespec()
+        ts.tv_sec = Int(deadline)
+        ts.tv_nsec = Int((deadline - Double(ts.tv_sec)) * 1e9)
+        return pthread_cond_timedwait(condition, mutex, &ts) != ETIMEDOUT
+    }
+
+    func broadcast() { pthread_cond_broadcast(condition) }
+}
+
+enum Clock {
+    /// Monotonic time in seconds.
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// The queue whose callback the current thread is running, to refuse calls that would wait for
+/// that very callback.
+enum CallbackContext {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    static var currentQueue: UInt {
+        get { UInt(bitPattern: pthread_getspecific(key)) }
+        set { pthread_setspecific(key, UnsafeRawPointer(bitPattern: newValue)) }
+    }
+}
+
+/// A growable byte buffer in malloc'ed memory, whose address is stable once it stops growing, so
+/// that C callers can borrow it. Allocation failure is reported, never a trap.
+final class ByteBuffer: @unchecked Sendable {
+    private(set) var base: UnsafeMutablePointer<UInt8>?
+    private(set) var count = 0
+    private var capacity = 0
+
+    init() {}
+
+    deinit { free(base) }
+
+    /// Appends bytes; returns false when memory ran out (the buffer is unchanged).
+    func append(_ bytes: UnsafeRawPointer, _ size: Int) -> Bool {
+        if size == 0 { return true }
+        let needed = count + size
+        if needed > capacity {
+            var newCapacity = Swift.max(capacity * 2, 4096)
+            while newCapacity < needed { newCapacity *= 2 }
+            guard let grown = realloc(base, newCapacity) else { return false }
+            base = grown.assumingMemoryBound(to: UInt8.self)
+            capacity = newCapacity
+        }
+        guard let base else { return false }
+        (base + count).update(from: bytes.assumingMemoryBound(to: UInt8.self), count: size)
+        count = needed
+        return true
+    }
+
+    var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+}
+
+/// Allocates a NUL-terminated copy of `bytes` with malloc (never NULL: an empty string on failure).
+func mallocCString<Bytes: Collection>(_ bytes: Bytes) -> UnsafeMutablePointer<CChar> where Bytes.Element == UInt8 {
+    guard let raw = malloc(bytes.count + 1) else { return strdup("") ?? UnsafeMutablePointer<CChar>(mutating: emptyCString) }
+    let out = raw.assumingMemoryBound(to: UInt8.self)
+    var i = 0
+    for b in bytes { out[i] = b; i += 1 }
+    out[i] = 0
+    return raw.assumingMemoryBound(to: CChar.self)
+}
+
+/// A static empty C string.
+let emptyCString: UnsafePointer<CChar> = {
+    let p = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
+    p.pointee = 0
+    return UnsafePointer(p)
+}()
+
+/// The bytes of a C string, or nil for NULL.
+func cStringBytes(_ pointer: UnsafePointer<CChar>?) -> UnsafeBufferPointer<UInt8>? {
+    guard let pointer else { return nil }
+    return UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
+}

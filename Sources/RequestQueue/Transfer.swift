@@ -1,0 +1,231 @@
+import CCurl
+import Glibc
+import RequestQueueCore
+
+/// One attempt of a request on a libcurl easy handle. Lives on the engine thread.
+final class Transfer {
+    let request: Request
+    let generation: UInt64
+    let easy: UnsafeMutableRawPointer
+    private unowned let engine: Engine
+    private var body = ByteBuffer()
+    private var headers: [(name: [UInt8], value: [UInt8])] = []
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    private var outOfMemory = false
+    private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
+    private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
+
+    init(request: Request, generation: UInt64, easy: UnsafeMutableRawPointer, engine: Engine) {
+        self.request = request
+        self.generation = generation
+        self.easy = easy
+        self.engine = engine
+        errorBuffer.pointee = 0
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+        curl_slist_free_all(headerList)
+    }
+
+    /// Sets every option of this attempt on the (reset) easy handle.
+    func configure() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let r = request
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
+        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 10)
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
+            guard let me, let data else { return 0 }
+            let transfer = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+            if transfer.body.append(data, size * count) { return size * count }
+            transfer.outOfMemory = true
+            return 0
+        })
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
+        _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, me in
+            guard let me, let data else { return 0 }
+            Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                .headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
+            return size * count
+        })
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
+        if r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody) {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
+            _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
+                guard let me else { return 0 }
+                Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                    .progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
+                return 0
+            }
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        }
+        configureMethodAndBody()
+        configureHeaders()
+        if r.timeout > 0 { _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(min(r.timeout * 1000, 1e12).rounded(.up))) }
+        if r.connectTimeout > 0 {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(r.connectTimeout * 1000, 1e12).rounded(.up)))
+        }
+        if r.idleTimeout > 0 {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(min(r.idleTimeout, 1e9).rounded(.up)))
+        }
+        if let credentials = r.authCredentials {
+            setCredentials(credentials.user, credentials.password)
+            let auth: UInt = switch credentials.scheme {
+            case .basic: ccurl_auth_basic
+            case .digest: ccurl_auth_digest
+            case .any: ccurl_auth_any
+            }
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: auth))
+        } else if let user = r.user {
+            setCredentials(user, r.password ?? "")
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: ccurl_auth_basic))
+        }
+    }
+
+    private func setCredentials(_ user: String, _ password: String) {
+        _ = user.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_USERNAME, $0) }
+        _ = password.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0) }
+    }
+
+    private func configureMethodAndBody() {
+        let r = request
+        let sendsBody = r.hasBody || ["POST", "PUT", "PATCH"].contains(r.method)
+        switch r.method {
+        case "HEAD":
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+            return
+        case "GET" where !sendsBody:
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+            return
+        case "POST":
+            break
+        default:
+            _ = r.method.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, $0) }
+        }
+        if sendsBody {
+            _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
+        }
+    }
+
+    private func configureHeaders() {
+        let r = request
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in r.headers {
+            var line = Array(header.name.utf8)
+            if header.value.isEmpty {
+                line.append(UInt8(ascii: ";"))
+            } else {
+                line.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
+                line.append(contentsOf: header.value)
+            }
+            line.append(0)
+            list = line.withUnsafeBufferPointer { curl_slist_append(list, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self)) } ?? list
+        }
+        // libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body; send the
+        // caller's headers only.
+        let sendsBody = r.hasBody || ["POST", "PUT", "PATCH"].contains(r.method)
+        if sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
+            list = curl_slist_append(list, "Content-Type:") ?? list
+        }
+        headerList = list
+        if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
+    }
+
+    private func headerLine(_ line: UnsafeRawBufferPointer) {
+        var bytes = Array(line.bindMemory(to: UInt8.self))
+        while let last = bytes.last, last == 0x0D || last == 0x0A { bytes.removeLast() }
+        if bytes.starts(with: Array("HTTP/".utf8)) {
+            headers.removeAll()
+            return
+        }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return }
+        var value = bytes[(colon + 1)...]
+        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
+        headers.append((Array(bytes[..<colon]), Array(value)))
+    }
+
+    private func progress(downloaded: Int64, uploaded: Int64) {
+        if request.downloadProgress != nil {
+            var length: curl_off_t = -1
+            _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
+            let total = Int64(length)
+            let done = max(downloaded, reportedDownload.done, 0)
+            if done != reportedDownload.done || total != reportedDownload.total, done > 0 || total >= 0 {
+                reportedDownload = (done, total)
+                engine.reportProgress(self, upload: false, done: done, total: total)
+            }
+        }
+        if request.uploadProgress != nil, request.hasBody {
+            let total = Int64(request.body.count)
+            let done = max(uploaded, reportedUpload.done, 0)
+            if done != reportedUpload.done {
+                reportedUpload = (done, total)
+                engine.reportProgress(self, upload: true, done: done, total: total)
+            }
+        }
+    }
+
+    /// The response of this attempt, after libcurl reported it done with `code`.
+    func response(code: CURLcode) -> Response {
+        var status = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var effective: UnsafeMutablePointer<CChar>?
+        _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        var downloadTotal: curl_off_t = -1
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        var uploaded: curl_off_t = 0
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        let outcome: Outcome
+        var message: String
+        if code == CURLE_OK {
+            outcome = status >= 400 ? .httpStatus : .ok
+            message = status >= 400 ? "The server returned a \(status) error" : ""
+        } else {
+            outcome = outOfMemory ? .transport : Transfer.outcome(of: code)
+            message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+            if outOfMemory { message = "out of memory while receiving the body" }
+        }
+        return Response(outcome: outcome, status: status, headers: headers, body: body,
+                        url: effective.map { String(cString: $0) } ?? request.url.string,
+                        message: message, attempts: request.attempts,
+                        downloaded: Int64(body.count), downloadTotal: Int64(downloadTotal),
+                        uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
+                        uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
+    }
+
+    /// Drops what the easy handle points into, before it is reset.
+    func release() {
+        curl_slist_free_all(headerList)
+        headerList = nil
+    }
+
+    static func outcome(of code: CURLcode) -> Outcome {
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: .timeout
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .cannotResolveHost
+        case CURLE_COULDNT_CONNECT: .cannotConnect
+        case CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2_STREAM:
+            .connectionLost
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ISSUER_ERROR,
+             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_SHUTDOWN_FAILED,
+             CURLE_USE_SSL_FAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_CLIENTCERT:
+            .tls
+        case CURLE_TOO_MANY_REDIRECTS: .tooManyRedirects
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP3: .badResponse
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: .badRedirect
+        default: .transport
+        }
+    }
+}

@@ -1,0 +1,524 @@
+/*
+ * requestqueue.h: the C API of librequestqueue, queues of concurrent asynchronous HTTP requests.
+ *
+ * This header is the manual. It is written by hand and is the only public interface of the
+ * library; every exported symbol starts with `rq_`.
+ *
+ * ===================================================================================================
+ * Overview
+ * ===================================================================================================
+ *
+ * A *request* (`rq_request`) describes one HTTP exchange: URL, method, headers, body, timeouts,
+ * callbacks and retry settings. A *queue* (`rq_queue`) runs requests on libcurl, at most
+ * `max_concurrent` at a time (default 2, 0 = unlimited), starting waiting requests in FIFO
+ * (default) or LIFO order. A request can also run on its own, without a queue
+ * (`rq_request_start`). Every request that the library accepts (`rq_add` or `rq_request_start`
+ * returned RQ_OK) gets exactly one completion callback: success, failure, cancellation, or
+ * cancellation because its queue was freed. No callback of a request runs after its completion.
+ *
+ *     rq_queue *q;
+ *     rq_request *r;
+ *     rq_queue_new(RQ_DELIVERY_THREADED, &q);
+ *     rq_request_new("http://127.0.0.1:8080/file", &r);
+ *     rq_request_set_completion(r, on_done, my_context, NULL);
+ *     rq_add(q, r);
+ *     rq_request_free(r);            // the queue keeps what it needs
+ *     rq_queue_wait_idle(q, -1);     // or do other work
+ *     rq_queue_free(q);
+ *
+ * ===================================================================================================
+ * Conventions
+ * ===================================================================================================
+ *
+ * - Results. Every fallible call returns an `rq_result`: RQ_OK (0) on success, or a fixed error
+ *   code (values are never renumbered). `rq_result_str` names any code. Out-parameters are written
+ *   only when the call returns RQ_OK.
+ * - Outcomes. The outcome of a request (success, HTTP status error, timeout, cancelled, ...) is a
+ *   separate enum, `rq_outcome`, read from the response in the completion callback; it is never
+ *   returned by an API call. `rq_outcome_str` names any outcome.
+ * - Handles. `rq_queue *`, `rq_request *` and `rq_auth_challenge *` are opaque handles. The library
+ *   checks every handle it is given: a NULL handle gives RQ_ERR_NULL_ARGUMENT, and a handle that was
+ *   freed (or was never one of ours) gives RQ_ERR_INVALID_HANDLE, never a crash. Handle values are
+ *   never reused within a process, so they can serve as keys in a binding's own tables.
+ *   `rq_response *` is different: it is a borrowed pointer, valid only during the callback that
+ *   received it, and is not checked (NULL is, and gives a neutral value).
+ * - Ownership. `_new` creates a handle that the caller owns and releases with `_free`. Freeing
+ *   NULL is a harmless no-op returning RQ_OK. Strings and buffers passed in are copied before the
+ *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
+ *   borrowed: valid only during the callback that received them; copy what you keep.
+ * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest). Header values may carry
+ *   any byte except NUL, CR and LF.
+ * - Times are `double` seconds. Negative, NaN or infinite values are rejected with
+ *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
+ * - Booleans are `int`: 0 is false, any other value is true.
+ *
+ * ===================================================================================================
+ * Threading and callbacks
+ * ===================================================================================================
+ *
+ * - Every function may be called from any thread, concurrently, and from inside any callback of
+ *   this library (add, cancel, suspend, resume, change limits, free a request, answer an
+ *   authentication challenge). The few calls that would wait for the callback they are called from
+ *   return RQ_ERR_WOULD_DEADLOCK instead (see `rq_queue_free`, `rq_queue_wait_idle`,
+ *   `rq_queue_dispatch`).
+ * - Each queue runs its transfers on an internal thread of its own. Callbacks never run on that
+ *   thread; how they are delivered is chosen per queue when it is created:
+ *     RQ_DELIVERY_THREADED: callbacks run on an internal delivery thread of the queue, one at a time
+ *       per queue, in the order they were produced.
+ *     RQ_DELIVERY_DISPATCH: callbacks wait until the host calls `rq_queue_dispatch` (or
+ *       `rq_queue_wait_idle`) and then run on the host's calling thread, one at a time, in order.
+ *       `rq_queue_get_fd` gives a file descriptor that is readable exactly while callbacks are
+ *       pending, for poll/epoll/select, Python's asyncio (`loop.add_reader`) or Ruby's `IO.select`.
+ * - A request's callbacks all receive the same `context` pointer, given with
+ *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
+ *   the delivering thread, right after the completion callback returns (or by `rq_request_free`
+ *   for a request that was never accepted by a queue); after it, no callback uses the context.
+ * - Order of events for one request: progress callbacks (if any), then possibly authentication
+ *   challenges, then one final progress call per direction, then the completion. The request has
+ *   already left the queue when its completion runs: `rq_queue_count` no longer includes it and
+ *   the next waiting requests have already been started.
+ *
+ * ===================================================================================================
+ * Equality of requests (duplicates)
+ * ===================================================================================================
+ *
+ * Two requests are equal when their method, URL (byte for byte, as given), headers (same names
+ * compared case-insensitively, same values byte for byte, in the same order) and body (byte for
+ * byte) are equal. Timeouts, callbacks and retry settings do not count. With the default
+ * RQ_DUPLICATES_CANCEL_EARLIER, adding a request cancels every earlier equal request still waiting
+ * or running in that queue; their completions say RQ_OUTCOME_CANCELLED.
+ */
+#ifndef REQUESTQUEUE_H
+#define REQUESTQUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RQ_API __attribute__((visibility("default")))
+#define RQ_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define RQ_API
+#define RQ_DEPRECATED(msg)
+#endif
+
+/* ===================================================================================================
+ * Version
+ * =================================================================================================== */
+
+#define RQ_VERSION_MAJOR 0
+#define RQ_VERSION_MINOR 1
+#define RQ_VERSION_PATCH 0
+/** The version packed as MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100). */
+#define RQ_VERSION_NUMBER (RQ_VERSION_MAJOR * 10000 + RQ_VERSION_MINOR * 100 + RQ_VERSION_PATCH)
+#define RQ_VERSION_STRING "0.1.0"
+
+/** The version of the library actually loaded, packed as RQ_VERSION_NUMBER. Compare it with
+ *  RQ_VERSION_NUMBER to check that the program runs against the header it was built with. */
+RQ_API unsigned rq_version_number(void);
+
+/** The version of the library actually loaded as a static string, such as "0.1.0". */
+RQ_API const char *rq_version_string(void);
+
+/* ===================================================================================================
+ * Results of API calls
+ * =================================================================================================== */
+
+typedef enum rq_result {
+    RQ_OK = 0,
+    /** A required pointer argument was NULL. */
+    RQ_ERR_NULL_ARGUMENT = 1,
+    /** The handle was freed, or is not a handle of the expected kind. */
+    RQ_ERR_INVALID_HANDLE = 2,
+    /** A number or enum value is out of its documented range. */
+    RQ_ERR_INVALID_ARGUMENT = 3,
+    /** The URL is malformed: not absolute, no host, bad port, spaces or control or non-ASCII
+     *  characters, or longer than 65536 bytes. */
+    RQ_ERR_INVALID_URL = 4,
+    /** The URL's scheme is not http or https. */
+    RQ_ERR_UNSUPPORTED_SCHEME = 5,
+    /** The method is not an HTTP token (RFC 9110: letters, digits and !#$%&'*+-.^_`|~), or is
+     *  empty, or longer than 64 bytes. */
+    RQ_ERR_INVALID_METHOD = 6,
+    /** A header name is not a token, or a value has CR, LF or NUL, or it is too long (name 256
+     *  bytes, value 65536 bytes, 1000 headers). */
+    RQ_ERR_INVALID_HEADER = 7,
+    /** The request was already added to a queue or started; a request is single-use. */
+    RQ_ERR_ALREADY_ADDED = 8,
+    /** The request can no longer be changed: it was already added or started. */
+    RQ_ERR_REQUEST_FROZEN = 9,
+    /** The request is not waiting or running: it was never added, or it has completed. */
+    RQ_ERR_NOT_ACTIVE = 10,
+    /** The call is not allowed in the object's current state (for example freeing the default
+     *  queue, or answering an authentication challenge twice). */
+    RQ_ERR_INVALID_STATE = 11,
+    /** The call needs the other delivery mode (e.g. `rq_queue_dispatch` on a threaded queue). */
+    RQ_ERR_WRONG_DELIVERY = 12,
+    /** The queue is being freed and accepts no more requests. */
+    RQ_ERR_QUEUE_CLOSED = 13,
+    /** A wait ended at its time limit. */
+    RQ_ERR_TIMED_OUT = 14,
+    /** The call would wait for the callback it is called from. */
+    RQ_ERR_WOULD_DEADLOCK = 15,
+    /** Memory could not be allocated. */
+    RQ_ERR_OUT_OF_MEMORY = 16,
+    /** A system resource could not be set up (thread, descriptor, libcurl initialisation). */
+    RQ_ERR_SYSTEM = 17
+} rq_result;
+
+/** A static, human-readable name for a result code ("invalid URL", ...). Any int is accepted:
+ *  unknown values give "unknown result code". Never NULL. */
+RQ_API const char *rq_result_str(int result);
+
+/* ===================================================================================================
+ * Outcomes of requests
+ * =================================================================================================== */
+
+typedef enum rq_outcome {
+    /** The exchange completed with an HTTP status below 400. */
+    RQ_OUTCOME_OK = 0,
+    /** Cancelled by `rq_cancel`, `rq_queue_cancel_all`, a duplicate added later, an
+     *  authentication handler, or because the queue was freed. */
+    RQ_OUTCOME_CANCELLED = 1,
+    /** The server answered with a status >= 400. Status, headers and body are still delivered;
+     *  the message reads "The server returned a <status> error". */
+    RQ_OUTCOME_HTTP_STATUS = 2,
+    /** A time limit of the request was reached. */
+    RQ_OUTCOME_TIMEOUT = 3,
+    /** The host name could not be resolved. */
+    RQ_OUTCOME_CANNOT_RESOLVE_HOST = 4,
+    /** The connection could not be made (refused, unreachable). */
+    RQ_OUTCOME_CANNOT_CONNECT = 5,
+    /** The connection broke during the exchange (reset, closed early, truncated body, empty reply). */
+    RQ_OUTCOME_CONNECTION_LOST = 6,
+    /** TLS failed (handshake, certificate verification, ...). */
+    RQ_OUTCOME_TLS = 7,
+    /** More redirects than allowed (10). */
+    RQ_OUTCOME_TOO_MANY_REDIRECTS = 8,
+    /** The server's reply was not valid HTTP. */
+    RQ_OUTCOME_BAD_RESPONSE = 9,
+    /** A redirect pointed to a URL or scheme that is not allowed. */
+    RQ_OUTCOME_BAD_REDIRECT = 10,
+    /** Any other transport failure; the message says more. */
+    RQ_OUTCOME_TRANSPORT = 11
+} rq_outcome;
+
+/** A static name for an outcome ("timed out", ...). Unknown values give "unknown outcome". */
+RQ_API const char *rq_outcome_str(int outcome);
+
+/* ===================================================================================================
+ * Opaque types and callbacks
+ * =================================================================================================== */
+
+typedef struct rq_queue rq_queue;
+typedef struct rq_request rq_request;
+typedef struct rq_response rq_response;
+typedef struct rq_auth_challenge rq_auth_challenge;
+
+/** The completion of a request, called exactly once per accepted request. `request` is valid
+ *  during the call (even if the caller already freed its own handle); `response` is borrowed and
+ *  valid only during the call. */
+typedef void (*rq_completion_fn)(void *context, rq_request *request, const rq_response *response);
+
+/** Upload or download progress. `done` is the number of bytes transferred so far (never
+ *  decreasing within one attempt), `total` the expected number or -1 when unknown. `progress` is
+ *  done / total within [0, 1] when the total is known, and RQ_PROGRESS_INDETERMINATE (-1.0) when it
+ *  is not (show a spinner). A final call is made when the request completes: after a success it
+ *  reports progress 1.0 with total == done. A retried request starts again from 0. */
+typedef void (*rq_progress_fn)(void *context, rq_request *request, double progress, int64_t done,
+                               int64_t total);
+
+#define RQ_PROGRESS_INDETERMINATE (-1.0)
+
+/** An authentication challenge (the server answered 401). `failure_count` is the number of
+ *  earlier answers with a credential that the server rejected for this request (0 the first time).
+ *  `response` is the 401 response (status, headers such as WWW-Authenticate, body), borrowed for
+ *  the call. The handler must answer exactly once, now or later, from any thread, with
+ *  `rq_auth_use_credential`, `rq_auth_continue_without` or `rq_auth_cancel`. Until it is answered
+ *  the request keeps its place among the running requests. */
+typedef void (*rq_auth_fn)(void *context, rq_request *request, rq_auth_challenge *challenge,
+                           unsigned failure_count, const rq_response *response);
+
+/** Finalizer of a request's context; see "Threading and callbacks". */
+typedef void (*rq_context_free_fn)(void *context);
+
+/* ===================================================================================================
+ * Queues
+ * =================================================================================================== */
+
+typedef enum rq_delivery {
+    /** Callbacks on an internal thread of the queue, one at a time. */
+    RQ_DELIVERY_THREADED = 0,
+    /** Callbacks on the host's thread inside `rq_queue_dispatch` / `rq_queue_wait_idle`. */
+    RQ_DELIVERY_DISPATCH = 1
+} rq_delivery;
+
+typedef enum rq_order {
+    /** First in, first out: a new request waits behind every waiting request (default). */
+    RQ_ORDER_FIFO = 0,
+    /** Last in, first out: a new request goes ahead of every waiting request. Running requests
+     *  are never interrupted. Changing the order affects only requests added later. */
+    RQ_ORDER_LIFO = 1
+} rq_order;
+
+typedef enum rq_duplicates {
+    /** Adding a request cancels every earlier equal request of the queue (default). */
+    RQ_DUPLICATES_CANCEL_EARLIER = 0,
+    /** Equal requests are independent and each is sent. */
+    RQ_DUPLICATES_ALLOW = 1
+} rq_duplicates;
+
+typedef enum rq_request_state {
+    /** Created, not yet added or started; may still be changed. */
+    RQ_STATE_NEW = 0,
+    /** In a queue, waiting for a slot. */
+    RQ_STATE_WAITING = 1,
+    /** Running: transferring, waiting for a retry delay, or waiting for an authentication answer. */
+    RQ_STATE_RUNNING = 2,
+    /** Completed (its completion was produced). */
+    RQ_STATE_COMPLETED = 3
+} rq_request_state;
+
+/** Creates a queue with the given delivery mode, max_concurrent 2, FIFO, duplicates cancelling
+ *  earlier ones, not suspended. It owns an engine thread (and in threaded mode a delivery thread).
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (unknown mode), RQ_ERR_SYSTEM. */
+RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
+
+/** Frees a queue: cancels every waiting and running request, delivers their completions (outcome
+ *  RQ_OUTCOME_CANCELLED, message "the queue was freed"), waits for callbacks in flight, and stops
+ *  the queue's threads. No callback of this queue runs after it returns. In dispatch mode the
+ *  remaining callbacks run on the calling thread, inside this call. Pending authentication
+ *  challenges become invalid. NULL: no-op, RQ_OK. Errors: RQ_ERR_INVALID_HANDLE,
+ *  RQ_ERR_INVALID_STATE (the default queue cannot be freed), RQ_ERR_WOULD_DEADLOCK (called from a
+ *  callback of this same queue). */
+RQ_API rq_result rq_queue_free(rq_queue *queue);
+
+/** The process-wide default queue (threaded delivery, same defaults as `rq_queue_new`), created
+ *  on first use, thread-safe, never freed. Returns NULL only if it cannot be created. */
+RQ_API rq_queue *rq_queue_default(void);
+
+/** Sets the maximum number of requests running at once; 0 means unlimited. Takes effect at once:
+ *  raising it starts waiting requests immediately; lowering it never interrupts running ones. */
+RQ_API rq_result rq_queue_set_max_concurrent(rq_queue *queue, size_t max_concurrent);
+RQ_API rq_result rq_queue_get_max_concurrent(rq_queue *queue, size_t *out_max_concurrent);
+
+/** Sets FIFO or LIFO for requests added from now on. Errors: RQ_ERR_INVALID_ARGUMENT. */
+RQ_API rq_result rq_queue_set_order(rq_queue *queue, rq_order order);
+RQ_API rq_result rq_queue_get_order(rq_queue *queue, rq_order *out_order);
+
+/** Sets how equal requests are treated (see "Equality of requests"). Applies to later adds. */
+RQ_API rq_result rq_queue_set_duplicates(rq_queue *queue, rq_duplicates duplicates);
+RQ_API rq_result rq_queue_get_duplicates(rq_queue *queue, rq_duplicates *out_duplicates);
+
+/** Suspends the queue: no waiting request starts until `rq_queue_resume`. Running requests go on;
+ *  nothing is cancelled. Suspending a suspended queue is a no-op. */
+RQ_API rq_result rq_queue_suspend(rq_queue *queue);
+
+/** Resumes the queue and starts waiting requests at once, up to the limit. */
+RQ_API rq_result rq_queue_resume(rq_queue *queue);
+
+/** Writes 1 if the queue is suspended, 0 if not. */
+RQ_API rq_result rq_queue_is_suspended(rq_queue *queue, int *out_suspended);
+
+/** Writes the number of requests in the queue: running plus waiting. A request leaves the queue
+ *  just before its completion callback runs. */
+RQ_API rq_result rq_queue_count(rq_queue *queue, size_t *out_count);
+
+/** Takes a snapshot of the queue, consistent at one instant: the running requests in the order
+ *  they started, then the waiting ones in the order they will start. Writes a new array (free it
+ *  with `rq_snapshot_free`, even when the count is 0) and its length. The handles in it are
+ *  borrowed: do not free them; they become invalid (RQ_ERR_INVALID_HANDLE) once the request has
+ *  completed and every owner freed it, so using one later is safe but may fail.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_OUT_OF_MEMORY. */
+RQ_API rq_result rq_queue_snapshot(rq_queue *queue, rq_request ***out_requests, size_t *out_count);
+
+/** Frees an array written by `rq_queue_snapshot`. NULL is a no-op. */
+RQ_API void rq_snapshot_free(rq_request **requests);
+
+/** Cancels every waiting and running request of the queue; each completion says
+ *  RQ_OUTCOME_CANCELLED. The queue itself stays usable. */
+RQ_API rq_result rq_queue_cancel_all(rq_queue *queue);
+
+/** Dispatch mode: writes a file descriptor that is readable exactly while callbacks are pending.
+ *  It belongs to the queue (do not read, write or close it) and is valid until `rq_queue_free`.
+ *  Errors: RQ_ERR_WRONG_DELIVERY for a threaded queue. */
+RQ_API rq_result rq_queue_get_fd(rq_queue *queue, int *out_fd);
+
+/** Dispatch mode: runs pending callbacks on the calling thread, at most `max_callbacks` of them
+ *  (0 = all that are pending), without waiting. Writes the number run to `out_ran` unless it is
+ *  NULL. Calls from several threads are serialized. Errors: RQ_ERR_WRONG_DELIVERY,
+ *  RQ_ERR_WOULD_DEADLOCK (called from one of this queue's callbacks). */
+RQ_API rq_result rq_queue_dispatch(rq_queue *queue, size_t max_callbacks, size_t *out_ran);
+
+/** Waits until the queue is idle: no request running or waiting, and every callback delivered.
+ *  In dispatch mode the callbacks run on the calling thread while it waits. `timeout_seconds` < 0
+ *  waits without limit. A suspended queue with waiting requests is not idle. Returns RQ_OK once
+ *  idle, RQ_ERR_TIMED_OUT at the limit, RQ_ERR_WOULD_DEADLOCK from this queue's own callbacks. */
+RQ_API rq_result rq_queue_wait_idle(rq_queue *queue, double timeout_seconds);
+
+/** Adds a request to a queue. The queue takes its own reference: the caller may free its handle
+ *  at once. The request becomes frozen. It starts at once if the queue is not suspended and has a
+ *  free slot. Duplicates are handled per `rq_queue_set_duplicates`.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_ALREADY_ADDED (this request was
+ *  already added or started: nothing changes), RQ_ERR_QUEUE_CLOSED. */
+RQ_API rq_result rq_add(rq_queue *queue, rq_request *request);
+
+/** Cancels a waiting or running request (also during a retry delay or while an authentication
+ *  challenge waits for its answer). It leaves its queue at once, a running transfer is stopped,
+ *  and its completion says RQ_OUTCOME_CANCELLED. Exactly one of several racing cancels returns
+ *  RQ_OK; when the request already completed, or was never added, returns RQ_ERR_NOT_ACTIVE. */
+RQ_API rq_result rq_cancel(rq_request *request);
+
+/* ===================================================================================================
+ * Requests
+ * =================================================================================================== */
+
+/** Creates a GET request for `url` (copied). Only http and https URLs are accepted.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME. */
+RQ_API rq_result rq_request_new(const char *url, rq_request **out_request);
+
+/** Releases the caller's handle. A request that was added or started goes on running and
+ *  completes as usual (its `request` argument stays valid in its callbacks). For a request never
+ *  added or started, its context finalizer is called here. NULL: no-op, RQ_OK.
+ *  Errors: RQ_ERR_INVALID_HANDLE (already freed). */
+RQ_API rq_result rq_request_free(rq_request *request);
+
+/** Sets the method ("GET" by default). Case-sensitive, as HTTP says. "HEAD" fetches no body.
+ *  Errors: RQ_ERR_INVALID_METHOD, RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
+
+/** Sets a header, replacing any header of the same name (compared case-insensitively). A NULL
+ *  value removes it; an empty value sends the header with no value. Header order is kept.
+ *  Errors: RQ_ERR_INVALID_HEADER, RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
+
+/** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request
+ *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
+
+/** Sets the total time limit of each attempt, from its start (time spent waiting in the queue
+ *  does not count); 0 means no limit (default). At most 1e6 s. Errors: RQ_ERR_INVALID_ARGUMENT. */
+RQ_API rq_result rq_request_set_timeout(rq_request *request, double seconds);
+
+/** Sets the time limit for connecting (default 30 s; 0 means libcurl's own default). */
+RQ_API rq_result rq_request_set_connect_timeout(rq_request *request, double seconds);
+
+/** Sets the idle limit: the attempt fails with RQ_OUTCOME_TIMEOUT when no byte arrives for this
+ *  long (default 60 s, like NSURLRequest's timeout; 0 disables it). Whole seconds (rounded up). */
+RQ_API rq_result rq_request_set_idle_timeout(rq_request *request, double seconds);
+
+/** Sets Basic-auth credentials sent with the first attempt (copied). NULL user clears them.
+ *  Credentials are not sent to other hosts after a redirect. */
+RQ_API rq_result rq_request_set_credentials(rq_request *request, const char *user,
+                                            const char *password);
+
+/** Sets the completion callback and the context given to every callback of this request, with
+ *  an optional finalizer for the context. `fn` may be NULL (no completion callback; the finalizer
+ *  still runs when the request completes). */
+RQ_API rq_result rq_request_set_completion(rq_request *request, rq_completion_fn fn, void *context,
+                                           rq_context_free_fn context_free);
+
+/** Sets the upload progress callback (NULL removes it). Only requests with a body report upload
+ *  progress. */
+RQ_API rq_result rq_request_set_upload_progress(rq_request *request, rq_progress_fn fn);
+
+/** Sets the download progress callback (NULL removes it). */
+RQ_API rq_result rq_request_set_download_progress(rq_request *request, rq_progress_fn fn);
+
+/** Sets the authentication challenge handler (NULL removes it). Without a handler, a 401 answer
+ *  completes the request with RQ_OUTCOME_HTTP_STATUS (status 401). */
+RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn);
+
+/** Turns automatic retry on or off (off by default). When on, an attempt that fails with one of
+ *  the retry outcomes is started again after the retry delay, from an empty body, while the
+ *  request keeps its place among the running requests. HTTP statuses are never retried. */
+RQ_API rq_result rq_request_set_retry(rq_request *request, int enabled);
+
+/** Sets the delay before a retry (default 5 s; at most 1e6 s). */
+RQ_API rq_result rq_request_set_retry_delay(rq_request *request, double seconds);
+
+/** Sets the outcomes that are retried (copied). The default set is RQ_OUTCOME_TIMEOUT,
+ *  RQ_OUTCOME_CANNOT_RESOLVE_HOST, RQ_OUTCOME_CANNOT_CONNECT and RQ_OUTCOME_CONNECTION_LOST.
+ *  RQ_OUTCOME_OK and RQ_OUTCOME_CANCELLED cannot be retried (RQ_ERR_INVALID_ARGUMENT); `outcomes`
+ *  may be NULL only when `count` is 0 (retry nothing). */
+RQ_API rq_result rq_request_set_retry_outcomes(rq_request *request, const rq_outcome *outcomes,
+                                               size_t count);
+
+/** Sets the maximum number of attempts, the first included; 0 means unlimited (default, as in
+ *  the original RequestQueue). At most 1000000. */
+RQ_API rq_result rq_request_set_max_attempts(rq_request *request, unsigned max_attempts);
+
+/** Starts the request on its own, without a visible queue (an internal one with no limit). It
+ *  completes like a queued request, with threaded delivery. Errors: RQ_ERR_ALREADY_ADDED. */
+RQ_API rq_result rq_request_start(rq_request *request);
+
+/** Writes the request's state (see rq_request_state). */
+RQ_API rq_result rq_request_get_state(rq_request *request, rq_request_state *out_state);
+
+/** Writes the context given to `rq_request_set_completion` (NULL if none). */
+RQ_API rq_result rq_request_get_context(rq_request *request, void **out_context);
+
+/* ===================================================================================================
+ * Responses (borrowed, valid only during the callback that received them)
+ * =================================================================================================== */
+
+/** The outcome (RQ_OUTCOME_OK ... ). NULL gives RQ_OUTCOME_TRANSPORT. */
+RQ_API rq_outcome rq_response_outcome(const rq_response *response);
+
+/** The HTTP status of the last response received, or 0 when none was received. */
+RQ_API int rq_response_status(const rq_response *response);
+
+/** The body bytes of the last response (empty after a failure without response). Writes its
+ *  length to `out_size` unless NULL. Never returns NULL for a non-NULL response (an empty body
+ *  gives a pointer to a zero-length buffer). */
+RQ_API const uint8_t *rq_response_body(const rq_response *response, size_t *out_size);
+
+/** The number of headers of the last response (of the final one after redirects). */
+RQ_API size_t rq_response_header_count(const rq_response *response);
+
+/** Writes the name and value of header `index` (0-based, in the order received). Names are as
+ *  the server sent them. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (index). */
+RQ_API rq_result rq_response_header_at(const rq_response *response, size_t index,
+                                       const char **out_name, const char **out_value);
+
+/** The value of the first header named `name` (case-insensitive), or NULL when absent. */
+RQ_API const char *rq_response_header(const rq_response *response, const char *name);
+
+/** The effective URL: the last one fetched, after redirects. Never NULL for a non-NULL response. */
+RQ_API const char *rq_response_url(const rq_response *response);
+
+/** A message describing a failure ("" for RQ_OUTCOME_OK). Never NULL for a non-NULL response. */
+RQ_API const char *rq_response_error_message(const rq_response *response);
+
+/** The number of attempts made (1 without retries; 0 when cancelled before starting). */
+RQ_API unsigned rq_response_attempts(const rq_response *response);
+
+/* ===================================================================================================
+ * Authentication challenges
+ * =================================================================================================== */
+
+/** Answers a challenge by sending the request again with these credentials (copied; Basic or
+ *  Digest, as the server asks). The challenge handle is invalid afterwards. If the server rejects
+ *  them, the handler is called again with failure_count one higher.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE (already answered, or the request completed
+ *  or was cancelled in the meantime). */
+RQ_API rq_result rq_auth_use_credential(rq_auth_challenge *challenge, const char *user,
+                                        const char *password);
+
+/** Answers a challenge by continuing without a credential: the request completes with the 401
+ *  response (RQ_OUTCOME_HTTP_STATUS). */
+RQ_API rq_result rq_auth_continue_without(rq_auth_challenge *challenge);
+
+/** Answers a challenge by cancelling the request (RQ_OUTCOME_CANCELLED). */
+RQ_API rq_result rq_auth_cancel(rq_auth_challenge *challenge);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REQUESTQUEUE_H */
