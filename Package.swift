@@ -24,13 +24,13 @@ let package = Package(
         // The libcurl engine, callback delivery, handles and the C boundary.
         .target(
             name: "RequestQueue",
-            dependencies: ["RequestQueueCore", "CCurl", "CRequestQueueAPI"]
+            dependencies: ["RequestQueueCore", "CCurl", "CRequestQueueAPI"],
+            exclude: ["exports.map"]
         ),
         .testTarget(name: "RequestQueueCoreTests", dependencies: ["RequestQueueCore"]),
         .testTarget(
             name: "RequestQueueTests",
-            dependencies: ["RequestQueue", "CRequestQueueAPI"],
-            resources: []
+            dependencies: ["RequestQueue", "CRequestQueueAPI"]
         ),
     ],
     swiftLanguageModes: [.v5]

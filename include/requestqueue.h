@@ -436,7 +436,10 @@ RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn)
 
 /** Turns automatic retry on or off (off by default). When on, an attempt that fails with one of
  *  the retry outcomes is started again after the retry delay, from an empty body, while the
- *  request keeps its place among the running requests. HTTP statuses are never retried. */
+ *  request keeps its place among the running requests. HTTP error statuses are not retried unless
+ *  RQ_OUTCOME_HTTP_STATUS is among the retry outcomes. Like libcurl and browsers, a request sent
+ *  on a reused keep-alive connection that the server closed before answering anything is sent
+ *  once more on a new connection within the same attempt. */
 RQ_API rq_result rq_request_set_retry(rq_request *request, int enabled);
 
 /** Sets the delay before a retry (default 5 s; at most 1e6 s). */

@@ -41,7 +41,9 @@ final class Transfer {
         _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 10)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
+        // would serialize requests behind a slow response.
+        if r.url.scheme == "https" { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
             let transfer = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()

@@ -26,11 +26,13 @@ public struct Scheduler<Key: Hashable> {
     public var cancelsEarlierDuplicates = true
     public private(set) var isSuspended = false
 
-    /// Waiting ids in start order. Removed ids stay behind as tombstones (skipped, then compacted),
-    /// so that removing a waiting request costs O(1).
-    private var waitingOrder = RingDeque<UInt64>()
-    /// The live waiting requests, with their duplicate keys.
-    private var waiting: [UInt64: Key?] = [:]
+    /// Waiting ids in start order, each with the ticket of its add. Removed ids stay behind as
+    /// tombstones (skipped, then compacted), so that removing a waiting request costs O(1); the
+    /// ticket tells a tombstone from a later add of the same id.
+    private var waitingOrder = RingDeque<(id: UInt64, ticket: UInt64)>()
+    /// The live waiting requests, with their tickets and duplicate keys.
+    private var waiting: [UInt64: (ticket: UInt64, key: Key?)] = [:]
+    private var nextTicket: UInt64 = 0
     /// The running requests with the sequence number of their start and their key.
     private var running: [UInt64: (sequence: UInt64, key: Key?)] = [:]
     private var startSequence: UInt64 = 0
@@ -63,10 +65,11 @@ public struct Scheduler<Key: Hashable> {
             }
             idsByKey[key, default: []].append(id)
         }
-        waiting[id] = key
+        nextTicket += 1
+        waiting[id] = (nextTicket, key)
         switch order {
-        case .fifo: waitingOrder.pushBack(id)
-        case .lifo: waitingOrder.pushFront(id)
+        case .fifo: waitingOrder.pushBack((id, nextTicket))
+        case .lifo: waitingOrder.pushFront((id, nextTicket))
         }
         return replaced
     }
@@ -80,7 +83,7 @@ public struct Scheduler<Key: Hashable> {
             key = entry.key
             placement = .running
         } else if let entry = waiting.removeValue(forKey: id) {
-            key = entry
+            key = entry.key
             placement = .waiting
             compactIfSparse()
         } else {
@@ -109,7 +112,7 @@ public struct Scheduler<Key: Hashable> {
         var started: [UInt64] = []
         while !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent,
               let id = popWaiting() {
-            let key = waiting.removeValue(forKey: id) ?? nil
+            let key = waiting.removeValue(forKey: id)?.key ?? nil
             startSequence += 1
             running[id] = (startSequence, key)
             started.append(id)
@@ -123,21 +126,25 @@ public struct Scheduler<Key: Hashable> {
     /// The running ids in start order and the waiting ids in the order they will start.
     public func snapshot() -> (running: [UInt64], waiting: [UInt64]) {
         let runningIDs = running.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
-        let waitingIDs = waitingOrder.filter { waiting[$0] != nil }
+        let waitingIDs = waitingOrder.filter(isLive).map(\.id)
         return (runningIDs, waitingIDs)
     }
 
     /// Pops the next live waiting id, dropping tombstones on the way.
     private mutating func popWaiting() -> UInt64? {
-        while let id = waitingOrder.popFront() {
-            if waiting[id] != nil { return id }
+        while let entry = waitingOrder.popFront() {
+            if isLive(entry) { return entry.id }
         }
         return nil
     }
 
+    private func isLive(_ entry: (id: UInt64, ticket: UInt64)) -> Bool {
+        waiting[entry.id]?.ticket == entry.ticket
+    }
+
     private mutating func compactIfSparse() {
         if waitingOrder.count > 64, waitingOrder.count > 2 * waiting.count {
-            waitingOrder.retain { waiting[$0] != nil }
+            waitingOrder.retain(where: isLive)
         }
     }
 }

@@ -516,6 +516,16 @@ def main():
             os.kill(os.getpid(), signal.SIGTERM)
         threading.Thread(target=watch_stdin, daemon=True).start()
 
+        # The parent may have leaked the write end of our stdin into us (a pipe created without
+        # close-on-exec), so EOF would never come: also exit when the parent process is gone.
+        parent = os.getppid()
+
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGTERM)
+        threading.Thread(target=watch_parent, daemon=True).start()
+
     print(f"PORT {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

@@ -1,0 +1,410 @@
+import CRequestQueueAPI
+import Foundation
+import RequestQueue
+import Testing
+
+/// Ordering, limits, suspension, duplicates and cancellation, observed by the server and in callbacks.
+@Suite struct QueueTests {
+    let fixture = Fixture.shared
+
+    @Test func fifoWithOneSlotRunsInAddOrder() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        for i in 0..<6 {
+            #expect(addAndRelease(q, try rec.request(fixture.url("/delay?s=0.02&group=\(g)&id=\(i)"), tag: "\(i)")) == RQ_OK)
+        }
+        #expect(rq_queue_resume(q) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        let log = fixture.log(group: g)
+        #expect(log.entries.map(\.id) == ["0", "1", "2", "3", "4", "5"])
+        #expect(rec.completions.map(\.tag) == ["0", "1", "2", "3", "4", "5"])
+        #expect(log.peaks[g] == 1)
+    }
+
+    @Test func lifoWithOneSlotRunsNewestFirstWithoutPreempting() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        // The first request takes the only slot at once; LIFO never preempts it.
+        #expect(addAndRelease(q, try rec.request(fixture.url("/delay?s=0.2&group=\(g)&id=0"), tag: "0")) == RQ_OK)
+        #expect(rq_queue_set_order(q, RQ_ORDER_LIFO) == RQ_OK)
+        var order = RQ_ORDER_FIFO
+        #expect(rq_queue_get_order(q, &order) == RQ_OK && order == RQ_ORDER_LIFO)
+        for i in 1...4 {
+            #expect(addAndRelease(q, try rec.request(fixture.url("/delay?s=0.01&group=\(g)&id=\(i)"), tag: "\(i)")) == RQ_OK)
+        }
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(fixture.log(group: g).entries.map(\.id) == ["0", "4", "3", "2", "1"])
+        #expect(rec.completions.map(\.tag) == ["0", "4", "3", "2", "1"])
+    }
+
+    @Test func orderChangeAffectsOnlyLaterAdds() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = rq_queue_suspend(q)
+        for i in 0..<2 { _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=f\(i)"), tag: "f\(i)")) }
+        _ = rq_queue_set_order(q, RQ_ORDER_LIFO)
+        for i in 0..<2 { _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=l\(i)"), tag: "l\(i)")) }
+        _ = rq_queue_resume(q)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(fixture.log(group: g).entries.map(\.id) == ["l1", "l0", "f0", "f1"])
+    }
+
+    @Test(arguments: [1, 3, 5])
+    func serverNeverSeesMoreThanTheLimit(limit: Int) throws {
+        let g = uniqueGroup() + "-\(limit)"
+        let q = try makeQueue(max: limit)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<(limit * 3 + 1) {
+            _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.15&group=\(g)&id=\(i)"), tag: "\(i)"))
+        }
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        let log = fixture.log(group: g)
+        #expect(log.entries.count == limit * 3 + 1)
+        #expect(log.peaks[g] == limit)
+        #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
+    }
+
+    @Test func zeroMeansUnlimited() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 0)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<24 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.6&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        #expect(count(q) == 24)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        #expect(fixture.log(group: g).peaks[g] == 24)
+    }
+
+    @Test func defaultsAreTwoFifoCancelEarlierNotSuspended() throws {
+        var q: OpaquePointer?
+        try #require(rq_queue_new(RQ_DELIVERY_THREADED, &q) == RQ_OK)
+        defer { _ = rq_queue_free(q) }
+        var max = 0, order = RQ_ORDER_LIFO, duplicates = RQ_DUPLICATES_ALLOW
+        var suspended: Int32 = 1
+        #expect(rq_queue_get_max_concurrent(q, &max) == RQ_OK && max == 2)
+        #expect(rq_queue_get_order(q, &order) == RQ_OK && order == RQ_ORDER_FIFO)
+        #expect(rq_queue_get_duplicates(q, &duplicates) == RQ_OK && duplicates == RQ_DUPLICATES_CANCEL_EARLIER)
+        #expect(rq_queue_is_suspended(q, &suspended) == RQ_OK && suspended == 0)
+    }
+
+    @Test func suspendHoldsEverythingAndResumeStartsAtOnce() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 0)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        var suspended: Int32 = 0
+        #expect(rq_queue_is_suspended(q, &suspended) == RQ_OK && suspended == 1)
+        for i in 0..<3 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.3&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        // Nothing may start while suspended: the queue is not idle and the server sees nothing.
+        #expect(rq_queue_wait_idle(q, 0.4) == RQ_ERR_TIMED_OUT)
+        #expect(fixture.log(group: g).entries.isEmpty)
+        #expect(count(q) == 3)
+        #expect(rq_queue_resume(q) == RQ_OK)
+        let log = fixture.waitForLog(group: g) { $0.entries.count == 3 }
+        // All three started before the first one ended (they ran together at once).
+        let firstEnd = log.entries.compactMap(\.end).min() ?? .infinity
+        #expect(log.entries.allSatisfy { $0.start < firstEnd })
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(log.peaks[g] == 3 || fixture.log(group: g).peaks[g] == 3)
+    }
+
+    @Test func suspendDoesNotStopRunningRequests() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.3&group=\(g)&id=run"), tag: "run"))
+        _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.01&group=\(g)&id=wait"), tag: "wait"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        _ = rq_queue_suspend(q)
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("run")?.outcome == RQ_OUTCOME_OK)
+        #expect(count(q) == 1)
+        _ = rq_queue_resume(q)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(fixture.log(group: g).entries.map(\.id) == ["run", "wait"])
+    }
+
+    @Test func raisingTheLimitStartsWaitingRequestsAtOnce() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<4 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=1.0&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        #expect(rq_queue_set_max_concurrent(q, 4) == RQ_OK)
+        let log = fixture.waitForLog(group: g) { $0.entries.count == 4 }
+        // The three waiting ones started while the first was still running, without any add or
+        // completion to trigger them.
+        #expect(log.entries.count == 4)
+        #expect(rec.completions.isEmpty)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(fixture.log(group: g).peaks[g] == 4)
+    }
+
+    @Test func loweringTheLimitNeverInterruptsRunningRequests() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 3)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<5 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.3&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        fixture.waitForLog(group: g) { $0.entries.count == 3 }
+        _ = rq_queue_set_max_concurrent(q, 1)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
+        let log = fixture.log(group: g)
+        // The last two ran one at a time after the first three.
+        let last = log.entries.filter { $0.id == "3" || $0.id == "4" }
+        #expect(last.count == 2)
+        if last.count == 2, let end = last[0].end { #expect(last[1].start >= end) }
+    }
+
+    @Test func countAndSnapshotAreConsistent() throws {
+        let q = try makeQueue(max: 2)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        var handles: [OpaquePointer?] = []
+        for i in 0..<5 {
+            let r = try rec.request(fixture.url("/delay?s=0.5&id=\(i)"), tag: "\(i)")
+            #expect(rq_add(q, r) == RQ_OK)
+            handles.append(r)
+        }
+        var list: UnsafeMutablePointer<OpaquePointer?>?
+        var n = 0
+        #expect(rq_queue_snapshot(q, &list, &n) == RQ_OK)
+        #expect(n == 5)
+        let snapshot = (0..<n).map { list![$0] }
+        rq_snapshot_free(list)
+        #expect(snapshot == handles)
+        var states: [rq_request_state] = []
+        for r in handles {
+            var s = RQ_STATE_NEW
+            #expect(rq_request_get_state(r, &s) == RQ_OK)
+            states.append(s)
+        }
+        #expect(states == [RQ_STATE_RUNNING, RQ_STATE_RUNNING, RQ_STATE_WAITING, RQ_STATE_WAITING, RQ_STATE_WAITING])
+        #expect(count(q) == 5)
+        #expect(rq_queue_cancel_all(q) == RQ_OK)
+        #expect(count(q) == 0)
+        #expect(rq_queue_snapshot(q, &list, &n) == RQ_OK)
+        #expect(n == 0)
+        rq_snapshot_free(list)
+        #expect(rec.waitForCompletions(5))
+        for r in handles {
+            var s = RQ_STATE_NEW
+            #expect(rq_request_get_state(r, &s) == RQ_OK && s == RQ_STATE_COMPLETED)
+            #expect(rq_request_free(r) == RQ_OK)
+        }
+        #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_CANCELLED })
+    }
+
+    @Test func completionRunsAfterTheRequestLeftTheQueue() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let counts = Locked<[Int]>([])
+        rec.onCompletion = { _, _ in counts.mutate { $0.append(count(q)) } }
+        _ = rq_queue_suspend(q)
+        for i in 0..<3 { _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=10&id=\(i)"), tag: "\(i)")) }
+        _ = rq_queue_resume(q)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        // Inside each completion the request is no longer counted (and the next one already runs).
+        #expect(counts.value == [2, 1, 0])
+    }
+
+    @Test func duplicateCancelsTheEarlierEqualRequest() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        // A running one and a waiting one, both equal to the request added last.
+        let url = fixture.url("/delay?s=0.5&group=\(g)&id=dup")
+        _ = addAndRelease(q, try rec.request(url, tag: "running"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=other"), tag: "other"))
+        _ = addAndRelease(q, try rec.request(url, tag: "waiting") { r in _ = rq_request_set_timeout(r, 30) })
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("running")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(count(q) == 2)
+        _ = addAndRelease(q, try rec.request(url, tag: "last"))
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("waiting")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rec.completion("last")?.outcome == RQ_OUTCOME_OK)
+        #expect(rec.completion("other")?.outcome == RQ_OUTCOME_OK)
+        #expect(rec.completions.count == 4)
+    }
+
+    @Test func equalityIsMethodURLHeadersAndBody() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = rq_queue_suspend(q)
+        let url = fixture.url("/echo")
+        func add(_ tag: String, method: String = "POST", header: String? = nil, body: String = "x") throws {
+            _ = addAndRelease(q, try rec.request(url, tag: tag) { r in
+                _ = rq_request_set_method(r, method)
+                if let header { _ = rq_request_set_header(r, "X-Test", header) }
+                _ = rq_request_set_body(r, body, body.utf8.count)
+            })
+        }
+        try add("base")
+        try add("other-body", body: "y")
+        try add("other-method", method: "PUT")
+        try add("other-header", header: "1")
+        #expect(count(q) == 4)
+        #expect(rec.completions.isEmpty)
+        try add("same-as-other-header", header: "1")
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completions.map(\.tag) == ["other-header"])
+        #expect(rec.completions.first?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(count(q) == 4)
+        _ = rq_queue_cancel_all(q)
+    }
+
+    @Test func allowModeSendsEveryEqualRequest() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 2)
+        defer { _ = rq_queue_free(q) }
+        #expect(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW) == RQ_OK)
+        let rec = Recorder()
+        for i in 0..<3 { _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=5&group=\(g)"), tag: "\(i)")) }
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(fixture.log(group: g).entries.count == 3)
+        #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
+    }
+
+    @Test func addingTheSameRequestTwiceIsAnErrorAndChangesNothing() throws {
+        let q = try makeQueue(max: 1)
+        let other = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q); _ = rq_queue_free(other) }
+        _ = rq_queue_suspend(q)
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/bytes?n=1"), tag: "once")
+        #expect(rq_add(q, r) == RQ_OK)
+        #expect(rq_add(q, r) == RQ_ERR_ALREADY_ADDED)
+        #expect(rq_add(other, r) == RQ_ERR_ALREADY_ADDED)
+        #expect(rq_request_start(r) == RQ_ERR_ALREADY_ADDED)
+        #expect(rq_request_set_timeout(r, 1) == RQ_ERR_REQUEST_FROZEN)
+        #expect(count(q) == 1 && count(other) == 0)
+        _ = rq_queue_resume(q)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completions.count == 1)
+        #expect(rq_add(q, r) == RQ_ERR_ALREADY_ADDED)
+        #expect(rq_request_free(r) == RQ_OK)
+    }
+
+    @Test func cancellingAWaitingRequestRemovesItAndTheQueueGoesOn() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let first = try rec.request(fixture.url("/delay?s=0.2&group=\(g)&id=first"), tag: "first")
+        let victim = try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=victim"), tag: "victim")
+        let last = try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=last"), tag: "last")
+        for r in [first, victim, last] { #expect(rq_add(q, r) == RQ_OK) }
+        #expect(rq_cancel(victim) == RQ_OK)
+        #expect(count(q) == 2)
+        #expect(rq_cancel(victim) == RQ_ERR_NOT_ACTIVE)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completions.map(\.tag) == ["victim", "first", "last"])
+        #expect(rec.completion("victim")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rec.completion("victim")?.attempts == 0)
+        #expect(fixture.log(group: g).entries.map(\.id) == ["first", "last"])
+        for r in [first, victim, last] { #expect(rq_request_free(r) == RQ_OK) }
+    }
+
+    @Test func cancellingARunningRequestStopsTheTransfer() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/stall?s=20&group=\(g)&id=slow"), tag: "slow")
+        _ = rq_add(q, r)
+        _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=3&group=\(g)&id=next"), tag: "next"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        #expect(rq_cancel(r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completions.map(\.tag) == ["slow", "next"])
+        #expect(rec.completion("slow")?.outcome == RQ_OUTCOME_CANCELLED)
+        // The server saw the stalled connection go away.
+        let log = fixture.waitForLog(group: g) { $0.entries.allSatisfy { $0.end != nil } }
+        #expect(log.entries.allSatisfy { $0.end != nil })
+        _ = rq_request_free(r)
+    }
+
+    @Test func cancelAllCompletesEveryRequestAsCancelled() throws {
+        let q = try makeQueue(max: 2)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<10 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=5&id=\(i)"), tag: "\(i)")) }
+        #expect(rq_queue_cancel_all(q) == RQ_OK)
+        #expect(count(q) == 0)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completions.count == 10)
+        #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_CANCELLED })
+        #expect(Set(rec.finalizedTags).count == 10)
+        // The queue stays usable.
+        _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=2"), tag: "after"))
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("after")?.outcome == RQ_OUTCOME_OK)
+    }
+
+    @Test func queueTimeDoesNotCountTowardTheTimeout() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=1.0"), tag: "blocker"))
+        _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.05"), tag: "patient") { r in _ = rq_request_set_timeout(r, 0.6) })
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("patient")?.outcome == RQ_OUTCOME_OK)
+    }
+
+    @Test func defaultQueueIsSharedAndCannotBeFreed() throws {
+        let q = rq_queue_default()
+        #expect(q != nil)
+        #expect(rq_queue_default() == q)
+        #expect(rq_queue_free(q) == RQ_ERR_INVALID_STATE)
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=7"), tag: "d"))
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("d")?.body.count == 7)
+    }
+
+    @Test func standaloneRequestRunsWithoutAQueue() throws {
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/bytes?n=9"), tag: "solo")
+        #expect(rq_request_start(r) == RQ_OK)
+        #expect(rq_request_start(r) == RQ_ERR_ALREADY_ADDED)
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("solo")?.body.count == 9)
+        #expect(rq_request_free(r) == RQ_OK)
+    }
+
+    @Test func standaloneRequestCanBeCancelled() throws {
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/stall?s=10"), tag: "solo")
+        #expect(rq_request_start(r) == RQ_OK)
+        #expect(rq_cancel(r) == RQ_OK)
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("solo")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rq_request_free(r) == RQ_OK)
+    }
+}
+
+/// A value behind a lock, for tests that collect from callbacks.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: T
+    init(_ value: T) { stored = value }
+    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
+    func mutate(_ body: (inout T) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+}

@@ -1,0 +1,336 @@
+import CRequestQueueAPI
+import Foundation
+import RequestQueue
+import Testing
+
+/// One request: what is sent, what comes back, outcomes, progress, authentication and retry.
+@Suite struct RequestTests {
+    let fixture = Fixture.shared
+
+    /// Runs one request on a fresh queue and returns its completion.
+    func run(_ path: String, progress: Bool = false, configure: (OpaquePointer?) -> Void = { _ in }) throws -> (Completion, Recorder) {
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        #expect(addAndRelease(q, try rec.request(fixture.url(path), tag: "r", progress: progress, configure: configure)) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        return (try #require(rec.completion("r")), rec)
+    }
+
+    @Test func successDeliversStatusHeadersBodyAndURL() throws {
+        let (c, rec) = try run("/bytes?n=5000&header=X-Extra:yes")
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        #expect(c.status == 200)
+        #expect(c.body == Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8.cycled(to: 5000)))
+        #expect(c.headers.contains { $0.0.lowercased() == "x-extra" && $0.1 == "yes" })
+        #expect(c.headers.contains { $0.0.lowercased() == "content-length" && $0.1 == "5000" })
+        #expect(c.url == fixture.url("/bytes?n=5000&header=X-Extra:yes"))
+        #expect(c.message == "")
+        #expect(c.attempts == 1)
+        #expect(rec.finalizedTags == ["r"])
+    }
+
+    @Test func httpErrorStatusIsItsOwnOutcomeWithBodyAndHeaders() throws {
+        let (c, _) = try run("/status/404")
+        #expect(c.outcome == RQ_OUTCOME_HTTP_STATUS)
+        #expect(c.status == 404)
+        #expect(String(decoding: c.body, as: UTF8.self) == "status 404")
+        #expect(c.headers.contains { $0.0 == "X-Status" && $0.1 == "404" })
+        #expect(c.message == "The server returned a 404 error")
+        let (server, _) = try run("/status/503")
+        #expect(server.outcome == RQ_OUTCOME_HTTP_STATUS && server.status == 503)
+        let (ok, _) = try run("/status/204")
+        #expect(ok.outcome == RQ_OUTCOME_OK && ok.status == 204 && ok.body.isEmpty)
+    }
+
+    @Test func redirectsAreFollowedAndTheEffectiveURLReported() throws {
+        let (c, _) = try run("/redirect/3")
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        #expect(c.url == fixture.url("/redirect/0"))
+        #expect(String(decoding: c.body, as: UTF8.self) == "redirected")
+        let (tooMany, _) = try run("/redirect/12")
+        #expect(tooMany.outcome == RQ_OUTCOME_TOO_MANY_REDIRECTS)
+        let (bad, _) = try run("/redirect-to?url=ftp://127.0.0.1/file")
+        #expect(bad.outcome == RQ_OUTCOME_BAD_REDIRECT)
+    }
+
+    @Test func transportFailuresMapToStableOutcomes() throws {
+        let (reset, _) = try run("/reset")
+        #expect(reset.outcome == RQ_OUTCOME_CONNECTION_LOST)
+        #expect(!reset.message.isEmpty)
+        let (truncated, _) = try run("/truncated?n=1000")
+        #expect(truncated.outcome == RQ_OUTCOME_CONNECTION_LOST)
+        let (timeout, _) = try run("/stall?s=10") { r in _ = rq_request_set_timeout(r, 0.5) }
+        #expect(timeout.outcome == RQ_OUTCOME_TIMEOUT)
+        let (idle, _) = try run("/stall-body?s=10&n=1000") { r in _ = rq_request_set_idle_timeout(r, 1) }
+        #expect(idle.outcome == RQ_OUTCOME_TIMEOUT)
+        let port = fixture.refusingPort(for: 60)
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request("http://127.0.0.1:\(port)/bytes?n=1", tag: "refused"))
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rec.completion("refused")?.outcome == RQ_OUTCOME_CANNOT_CONNECT)
+    }
+
+    @Test func methodHeadersAndBodyAreSentAsGiven() throws {
+        let body: [UInt8] = [0, 1, 2, 255, 10, 13] + Array("payload".utf8)
+        let (c, _) = try run("/echo") { r in
+            _ = rq_request_set_method(r, "PATCH")
+            _ = rq_request_set_header(r, "X-One", "1")
+            _ = rq_request_set_header(r, "X-Two", "two")
+            _ = rq_request_set_header(r, "x-one", "uno")
+            _ = rq_request_set_header(r, "X-Two", nil)
+            _ = rq_request_set_header(r, "Content-Type", "application/x-test")
+            _ = body.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any])
+        #expect(json["method"] as? String == "PATCH")
+        let headers = json["headers"] as? [String: String] ?? [:]
+        #expect(headers["x-one"] == "uno")
+        #expect(headers["x-two"] == nil)
+        #expect(headers["content-type"] == "application/x-test")
+        #expect(json["body_len"] as? Int == body.count)
+        #expect((json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) } == body)
+    }
+
+    @Test func aBodyGetsNoContentTypeUnlessGivenAndHeadHasNoBody() throws {
+        let (c, _) = try run("/echo") { r in
+            _ = rq_request_set_method(r, "POST")
+            _ = rq_request_set_body(r, "a=b", 3)
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any])
+        #expect((json["headers"] as? [String: String])?["content-type"] == nil)
+        #expect(json["body"] as? String == "a=b")
+        let (head, _) = try run("/bytes?n=100") { r in _ = rq_request_set_method(r, "HEAD") }
+        #expect(head.outcome == RQ_OUTCOME_OK && head.body.isEmpty)
+        #expect(head.headers.contains { $0.0.lowercased() == "content-length" && $0.1 == "100" })
+    }
+
+    @Test func downloadProgressIsMonotonicAndEndsWithAFinalCall() throws {
+        let n = 200_000
+        let (c, rec) = try run("/bytes?n=\(n)&rate=800000", progress: true)
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        let calls = rec.progress.filter { !$0.upload }
+        #expect(calls.count >= 3)
+        #expect(zip(calls, calls.dropFirst()).allSatisfy { $0.done <= $1.done && $0.progress <= $1.progress })
+        #expect(calls.allSatisfy { $0.progress >= 0 && $0.progress <= 1 && $0.total == Int64(n) })
+        let last = try #require(calls.last)
+        #expect(last.progress == 1.0 && last.done == Int64(n) && last.total == Int64(n))
+        #expect(rec.progress.filter(\.upload).isEmpty)
+    }
+
+    @Test func unknownLengthIsIndeterminateUntilTheFinalCall() throws {
+        let n = 100_000
+        let (c, rec) = try run("/bytes?n=\(n)&chunked=1&chunk=10000&rate=400000", progress: true)
+        #expect(c.outcome == RQ_OUTCOME_OK && c.body.count == n)
+        let calls = rec.progress.filter { !$0.upload }
+        let during = calls.dropLast()
+        #expect(!during.isEmpty)
+        #expect(during.allSatisfy { $0.total == -1 && $0.progress == RQ_PROGRESS_INDETERMINATE })
+        let last = try #require(calls.last)
+        #expect(last.progress == 1.0 && last.done == Int64(n) && last.total == Int64(n))
+    }
+
+    @Test func uploadProgressReachesTheBodySize() throws {
+        let size = 3_000_000
+        let body = [UInt8](repeating: 7, count: size)
+        let (c, rec) = try run("/upload", progress: true) { r in
+            _ = rq_request_set_method(r, "PUT")
+            _ = body.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        #expect(String(decoding: c.body, as: UTF8.self).contains("\(size)"))
+        let calls = rec.progress.filter(\.upload)
+        #expect(zip(calls, calls.dropFirst()).allSatisfy { $0.done <= $1.done })
+        #expect(calls.allSatisfy { $0.total == Int64(size) && (0...1).contains($0.progress) })
+        let last = try #require(calls.last)
+        #expect(last.done == Int64(size) && last.progress == 1.0)
+    }
+
+    @Test func progressAfterAFailureReportsWhatArrived() throws {
+        let (c, rec) = try run("/truncated?n=10000", progress: true)
+        #expect(c.outcome == RQ_OUTCOME_CONNECTION_LOST)
+        let last = try #require(rec.progress.filter { !$0.upload }.last)
+        #expect(last.done == 5000 && last.total == 10000 && last.progress == 0.5)
+    }
+
+    // MARK: Authentication
+
+    @Test func withoutHandlerA401IsAnHTTPStatusError() throws {
+        let (c, _) = try run("/basic-auth/user/pass")
+        #expect(c.outcome == RQ_OUTCOME_HTTP_STATUS)
+        #expect(c.status == 401)
+        #expect(String(decoding: c.body, as: UTF8.self) == "unauthorized")
+    }
+
+    @Test func challengeAnsweredLaterFromAnotherThread() throws {
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request(fixture.url("/basic-auth/user/pass"), tag: "a", auth: true))
+        #expect(rec.waitForChallenges(1))
+        let first = try #require(rec.challengeList.first)
+        #expect(first.failures == 0 && first.status == 401)
+        // The handler returned without answering; the request still holds its slot.
+        #expect(count(q) == 1)
+        let answered = Locked<rq_result>(RQ_ERR_INTERNAL_TEST)
+        let thread = Thread { answered.mutate { $0 = rq_auth_use_credential(first.challenge, "user", "wrong") } }
+        thread.start()
+        #expect(rec.waitForChallenges(2))
+        #expect(answered.value == RQ_OK)
+        let second = rec.challengeList[1]
+        #expect(second.failures == 1)
+        #expect(rq_auth_use_credential(first.challenge, "user", "pass") == RQ_ERR_INVALID_HANDLE)
+        #expect(rq_auth_use_credential(second.challenge, "user", "pass") == RQ_OK)
+        #expect(rq_auth_cancel(second.challenge) == RQ_ERR_INVALID_HANDLE)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        let c = try #require(rec.completion("a"))
+        #expect(c.outcome == RQ_OUTCOME_OK && c.status == 200)
+        #expect(String(decoding: c.body, as: UTF8.self).contains("\"user\": \"user\"") || String(decoding: c.body, as: UTF8.self).contains("\"user\":\"user\""))
+    }
+
+    @Test func challengeContinueWithoutDeliversThe401() throws {
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        rec.onChallenge = { _, challenge, _ in _ = rq_auth_continue_without(challenge) }
+        _ = addAndRelease(q, try rec.request(fixture.url("/basic-auth/u/p"), tag: "a", auth: true))
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("a")?.outcome == RQ_OUTCOME_HTTP_STATUS)
+        #expect(rec.completion("a")?.status == 401)
+    }
+
+    @Test func challengeCancelCancelsTheRequest() throws {
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        rec.onChallenge = { _, challenge, _ in _ = rq_auth_cancel(challenge) }
+        _ = addAndRelease(q, try rec.request(fixture.url("/basic-auth/u/p"), tag: "a", auth: true))
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("a")?.outcome == RQ_OUTCOME_CANCELLED)
+    }
+
+    @Test func cancellingARequestWaitingForItsAnswerInvalidatesTheChallenge() throws {
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/basic-auth/u/p"), tag: "a", auth: true)
+        _ = rq_add(q, r)
+        #expect(rec.waitForChallenges(1))
+        #expect(rq_cancel(r) == RQ_OK)
+        #expect(rq_auth_use_credential(rec.challengeList[0].challenge, "u", "p") == RQ_ERR_INVALID_HANDLE)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completions.map { $0.outcome } == [RQ_OUTCOME_CANCELLED])
+        _ = rq_request_free(r)
+    }
+
+    @Test func presetCredentialsAreSentWithTheFirstAttempt() throws {
+        let g = uniqueGroup()
+        let (c, _) = try run("/basic-auth/ann/secret?group=\(g)") { r in _ = rq_request_set_credentials(r, "ann", "secret") }
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        #expect(fixture.log(group: g).entries.count == 1)
+    }
+
+    // MARK: Retry
+
+    @Test func retryIsOffByDefault() throws {
+        let g = uniqueGroup()
+        let (c, _) = try run("/flaky?key=\(g)&fail=1&mode=truncated&group=\(g)")
+        #expect(c.outcome == RQ_OUTCOME_CONNECTION_LOST && c.attempts == 1)
+        #expect(fixture.log(group: g).entries.count == 1)
+    }
+
+    @Test func retryCountAndSpacingAsTheServerSawThem() throws {
+        let g = uniqueGroup()
+        let (c, _) = try run("/flaky?key=\(g)&fail=2&mode=truncated&n=64&group=\(g)") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.4)
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        #expect(c.attempts == 3)
+        #expect(c.body.count == 64)
+        let starts = fixture.log(group: g).entries.map(\.start)
+        #expect(starts.count == 3)
+        for (a, b) in zip(starts, starts.dropFirst()) { #expect(b - a >= 0.35) }
+    }
+
+    @Test func maxAttemptsEndsTheRetries() throws {
+        let g = uniqueGroup()
+        let (c, _) = try run("/flaky?key=\(g)&fail=10&mode=truncated&group=\(g)") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.05)
+            _ = rq_request_set_max_attempts(r, 3)
+        }
+        #expect(c.outcome == RQ_OUTCOME_CONNECTION_LOST)
+        #expect(c.attempts == 3)
+        #expect(fixture.log(group: g).entries.count == 3)
+    }
+
+    @Test func httpStatusesAndUnlistedOutcomesAreNotRetried() throws {
+        let g = uniqueGroup()
+        let (status, _) = try run("/status/503?group=\(g)") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.05)
+        }
+        #expect(status.outcome == RQ_OUTCOME_HTTP_STATUS && status.attempts == 1)
+        let (custom, _) = try run("/flaky?key=\(g)&fail=1&mode=truncated&group=\(g)") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.05)
+            var only = RQ_OUTCOME_TIMEOUT
+            _ = rq_request_set_retry_outcomes(r, &only, 1)
+        }
+        #expect(custom.outcome == RQ_OUTCOME_CONNECTION_LOST && custom.attempts == 1)
+    }
+
+    @Test func retryRecoversFromARefusedConnection() throws {
+        let port = fixture.refusingPort(for: 1.0)
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.request("http://127.0.0.1:\(port)/bytes?n=11", tag: "r") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.3)
+        })
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        let c = try #require(rec.completion("r"))
+        #expect(c.outcome == RQ_OUTCOME_OK && c.body.count == 11)
+        #expect(c.attempts >= 2)
+    }
+
+    @Test func cancelDuringTheRetryDelayStopsTheTimer() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/flaky?key=\(g)&fail=100&mode=truncated&group=\(g)"), tag: "r") { r in
+            _ = rq_request_set_retry(r, 1)
+            _ = rq_request_set_retry_delay(r, 0.8)
+        }
+        _ = rq_add(q, r)
+        fixture.waitForLog(group: g) { $0.entries.count == 1 && $0.entries[0].end != nil }
+        Thread.sleep(forTimeInterval: 0.1)
+        var state = RQ_STATE_NEW
+        #expect(rq_request_get_state(r, &state) == RQ_OK && state == RQ_STATE_RUNNING)
+        #expect(rq_cancel(r) == RQ_OK)
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("r")?.outcome == RQ_OUTCOME_CANCELLED)
+        // Well past the delay: the timer never started another attempt, and nothing else arrived.
+        Thread.sleep(forTimeInterval: 1.2)
+        #expect(fixture.log(group: g).entries.count == 1)
+        #expect(rec.completions.count == 1)
+        _ = rq_request_free(r)
+    }
+}
+
+let RQ_ERR_INTERNAL_TEST = rq_result(rawValue: 999)
+
+extension Collection {
+    /// The elements repeated to make `count` of them.
+    func cycled(to count: Int) -> [Element] {
+        var out: [Element] = []
+        out.reserveCapacity(count)
+        while out.count < count { out.append(contentsOf: prefix(count - out.count)) }
+        return out
+    }
+}

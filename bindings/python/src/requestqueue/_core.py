@@ -1,0 +1,1228 @@
+"""Requests, queues and the callbacks that connect them to the library.
+
+Lifetimes
+---------
+* Every queue is created in the library's dispatch delivery mode: its callbacks run only inside
+  ``rq_queue_dispatch`` / ``rq_queue_free`` called by this module, on the calling Python thread (for
+  :class:`AsyncQueue`, on the event loop's thread, from ``loop.add_reader``). No callback ever
+  arrives on a thread of the library.
+* The context given to the library for a request is an integer token, not a pointer to a Python
+  object: the callbacks look the token up in ``_registry``, which holds the :class:`Request` (and so
+  its callbacks and its queue) from ``add`` until its completion callback. A token the registry no
+  longer knows is ignored, so no callback can reach a freed Python object.
+* The three C callbacks are module globals created once, never freed.
+* Queues are closed by ``close()``, by their context manager, by the garbage collector when no
+  request is in flight, and at interpreter exit by an ``atexit`` hook (``rq_queue_free`` cancels what
+  is in flight and delivers its completions before returning). In a child created by ``fork()`` the
+  library's threads do not exist: the child never calls the library for the parent's objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import json as _json
+import os
+import select
+import sys
+import threading
+import time
+import weakref
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from ._errors import (
+    OUTCOME_ERRORS,
+    AlreadyAddedError,
+    InvalidArgumentError,
+    InvalidHeaderError,
+    InvalidMethodError,
+    InvalidStateError,
+    InvalidURLError,
+    QueueClosedError,
+    RequestError,
+    WaitTimeoutError,
+    WouldDeadlockError,
+)
+from ._native import check, ffi, lib, raise_result
+from ._types import (
+    DUPLICATES_CODES,
+    ORDER_CODES,
+    Duplicates,
+    Headers,
+    HeadersInput,
+    Order,
+    Outcome,
+    Progress,
+    Response,
+    State,
+)
+
+__all__ = ["Request", "AuthChallenge", "Queue", "AsyncQueue"]
+
+_RQ_ERR_INVALID_HANDLE = 2
+_RQ_ERR_NOT_ACTIVE = 10
+_RQ_ERR_WOULD_DEADLOCK = 15
+
+CompleteCallback = Callable[["Request"], Any]
+ProgressCallback = Callable[["Request", Progress], Any]
+AuthCallback = Callable[["Request", "AuthChallenge"], Optional[Tuple[str, str]]]
+BodyInput = Union[bytes, bytearray, memoryview, str]
+
+# --------------------------------------------------------------------------------------------------
+# Process-wide state
+# --------------------------------------------------------------------------------------------------
+
+_registry: Dict[int, "Request"] = {}  # token -> request in flight (added, completion not yet run)
+_tokens = itertools.count(1)
+_open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
+_pid = os.getpid()  # the process that owns the library's threads
+_exiting = False
+
+
+def _after_fork_in_child() -> None:
+    # The library's threads were not copied into this process: the parent's queues and requests
+    # must never be handed to the library here (a free would wait for a thread that is gone).
+    global _pid
+    _pid = os.getpid()
+    for queue in list(_open_queues):
+        queue._abandon()
+    _registry.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    """Closes every open queue before the interpreter goes away: in-flight requests are cancelled
+    and their completions delivered (without running user callbacks: there is no caller left to
+    hear about them)."""
+    global _exiting
+    _exiting = True
+    for queue in list(_open_queues):
+        try:
+            queue._close(at_exit=True)
+        except BaseException:  # noqa: BLE001 - nothing can be reported at exit
+            pass
+
+
+def _free_request(handle: Any, pid: int) -> None:
+    if pid == _pid:
+        lib.rq_request_free(handle)
+
+
+def _free_queue(ptr: Any, pid: int) -> None:
+    if pid == _pid:
+        lib.rq_queue_free(ptr)
+
+
+def _address(ptr: Any) -> int:
+    return int(ffi.cast("uintptr_t", ptr))
+
+
+def _cstring(value: Union[str, bytes], what: str, error: type) -> bytes:
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray)):
+        data = bytes(value)
+    else:
+        raise TypeError(f"{what} must be str or bytes, not {type(value).__name__}")
+    if b"\0" in data:
+        raise error(f"{what} contains a NUL character: {value!r}")
+    return data
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+# ffi.string without its Python-level wrapper (it is called for every header of every response).
+_string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
+_NULL = ffi.NULL
+_out = threading.local()  # out-parameters reused by _copy_response, one set per thread
+
+
+def _text(ptr: Any) -> str:
+    return _decode(_string(ptr)) if ptr != _NULL else ""
+
+
+def _copy_response(ptr: Any) -> Response:
+    """Copies everything out of a borrowed rq_response (valid only during the callback)."""
+    outs = getattr(_out, "params", None)
+    if outs is None:
+        outs = _out.params = (ffi.new("size_t *"), ffi.new("const char **"), ffi.new("const char **"))
+    size, name, value = outs
+    body_ptr = lib.rq_response_body(ptr, size)
+    body = bytes(ffi.buffer(body_ptr, size[0])) if size[0] else b""
+    header_at = lib.rq_response_header_at
+    pairs = []
+    for index in range(lib.rq_response_header_count(ptr)):
+        if header_at(ptr, index, name, value) == 0:
+            pairs.append((_string(name[0]), _string(value[0])))
+    outcome_code = lib.rq_response_outcome(ptr)
+    try:
+        outcome = Outcome(outcome_code)
+    except ValueError:  # a newer library with an outcome this binding does not know
+        outcome = Outcome.TRANSPORT
+    return Response(
+        url=_text(lib.rq_response_url(ptr)),
+        status=lib.rq_response_status(ptr),
+        headers=Headers._from_bytes(pairs),  # decoded on first use
+        body=body,
+        outcome=outcome,
+        message=_text(lib.rq_response_error_message(ptr)) if outcome_code else "",
+        attempts=lib.rq_response_attempts(ptr),
+    )
+
+
+def _note(exc: BaseException, text: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(text)
+
+
+# --------------------------------------------------------------------------------------------------
+# The C callbacks (created once; they only look up tokens, so a stale one is harmless)
+# --------------------------------------------------------------------------------------------------
+
+
+def _token(context: Any) -> int:
+    return int(ffi.cast("uintptr_t", context))
+
+
+def _unexpected(exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    # Only reached if this module itself fails inside a callback; user code is wrapped.
+    sys.stderr.write(f"requestqueue: internal error in a callback: {exc_value!r}\n")
+
+
+def _on_completion(context: Any, request: Any, response: Any) -> None:
+    req = _registry.pop(_token(context), None)
+    if req is not None:
+        req._complete(response)
+
+
+def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
+    req = _registry.get(_token(context))
+    if req is not None:
+        req._progress(req._on_upload_progress, "upload progress", progress, done, total)
+
+
+def _on_download(context: Any, request: Any, progress: float, done: int, total: int) -> None:
+    req = _registry.get(_token(context))
+    if req is not None:
+        req._progress(req._on_download_progress, "download progress", progress, done, total)
+
+
+def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, response: Any) -> None:
+    req = _registry.get(_token(context))
+    if req is None:
+        lib.rq_auth_cancel(challenge)  # never leave a challenge without an answer
+        return
+    req._authenticate(challenge, int(failure_count), response)
+
+
+_completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
+_upload_cb: Any = ffi.callback("rq_progress_fn", _on_upload, onerror=_unexpected)
+_download_cb: Any = ffi.callback("rq_progress_fn", _on_download, onerror=_unexpected)
+_auth_cb: Any = ffi.callback("rq_auth_fn", _on_auth, onerror=_unexpected)
+
+
+# --------------------------------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------------------------------
+
+
+class AuthChallenge:
+    """An authentication challenge: the server answered 401.
+
+    Answer it exactly once, now (inside the ``on_auth`` callback) or later (from any thread or
+    task): :meth:`use_credential`, :meth:`continue_without` or :meth:`cancel`. Until it is answered
+    the request keeps its place among the running requests. An ``on_auth`` callback may instead
+    return a ``(user, password)`` tuple, which answers with that credential.
+    """
+
+    def __init__(self, request: "Request", handle: Any, failure_count: int, response: Response) -> None:
+        self.request = request
+        #: The number of credentials the server already rejected for this request (0 at first).
+        self.failure_count = failure_count
+        #: The 401 response: status, headers (WWW-Authenticate, ...) and body.
+        self.response = response
+        self._handle = handle
+        self._answered = False
+        self._lock = threading.Lock()
+
+    @property
+    def answered(self) -> bool:
+        return self._answered
+
+    def _answer(self, what: str, call: Callable[[], int]) -> None:
+        with self._lock:
+            if self._answered:
+                raise InvalidStateError(f"{what}: this challenge was already answered")
+            self._answered = True
+            code = call()
+        if code == _RQ_ERR_INVALID_HANDLE:
+            raise InvalidStateError(f"{what}: the request completed or was cancelled before the answer")
+        check(code, what)
+
+    def use_credential(self, user: str, password: str) -> None:
+        """Sends the request again with this user and password (Basic or Digest, as asked)."""
+        u = _cstring(user, "user", InvalidArgumentError)
+        p = _cstring(password, "password", InvalidArgumentError)
+        self._answer("use_credential", lambda: lib.rq_auth_use_credential(self._handle, u, p))
+
+    def continue_without(self) -> None:
+        """Goes on without a credential: the request fails with HTTPStatusError (401)."""
+        self._answer("continue_without", lambda: lib.rq_auth_continue_without(self._handle))
+
+    def cancel(self) -> None:
+        """Cancels the request (it fails with RequestCancelled)."""
+        self._answer("cancel", lambda: lib.rq_auth_cancel(self._handle))
+
+    def __repr__(self) -> str:
+        return f"<AuthChallenge failures={self.failure_count} answered={self._answered} for {self.request!r}>"
+
+
+class Request:
+    """One HTTP exchange. Build it, then hand it to a queue (``queue.add(request)``); it is
+    single-use. Invalid input raises at once (:class:`InvalidURLError`, ...).
+
+    Callbacks, all optional, run on the thread that waits on the queue (or, for
+    :class:`AsyncQueue`, in its event loop):
+
+    * ``on_complete(request)``: exactly once, when the request ends, however it ends.
+    * ``on_upload_progress(request, progress)`` / ``on_download_progress(request, progress)``:
+      with a :class:`Progress`.
+    * ``on_auth(request, challenge)``: the server answered 401; see :class:`AuthChallenge`.
+
+    An exception raised by a callback is not swallowed: the request fails with it (a running
+    request is cancelled) and it is raised again in the caller (see the queues' docs).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        method: str = "GET",
+        *,
+        headers: Optional[HeadersInput] = None,
+        body: Optional[BodyInput] = None,
+        json: Any = None,
+        timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        auth: Optional[Tuple[str, str]] = None,
+        retry: bool = False,
+        retry_delay: Optional[float] = None,
+        retry_outcomes: Optional[Iterable[Union[Outcome, int]]] = None,
+        max_attempts: Optional[int] = None,
+        on_complete: Optional[CompleteCallback] = None,
+        on_upload_progress: Optional[ProgressCallback] = None,
+        on_download_progress: Optional[ProgressCallback] = None,
+        on_auth: Optional[AuthCallback] = None,
+    ) -> None:
+        if not isinstance(url, str):
+            raise TypeError(f"url must be str, not {type(url).__name__}")
+        out = ffi.new("rq_request **")
+        check(lib.rq_request_new(_cstring(url, "url", InvalidURLError), out), f"invalid URL {url!r}")
+        self._handle = out[0]
+        self._address = _address(self._handle)
+        self._finalizer = weakref.finalize(self, _free_request, self._handle, _pid)
+        self._finalizer.atexit = False
+        self._token = next(_tokens)
+        self._queue: Optional[_QueueBase] = None
+        self._response: Optional[Response] = None
+        self._error: Optional[BaseException] = None
+        self._callback_error: Optional[BaseException] = None
+        self._settled = False
+        self._waiters: List["asyncio.Future[None]"] = []
+        self._challenges: List[AuthChallenge] = []
+        self._on_complete = on_complete
+        self._on_upload_progress = on_upload_progress
+        self._on_download_progress = on_download_progress
+        self._on_auth = on_auth
+
+        self.url = url
+        self.method = method
+        if method != "GET":
+            self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),
+                       what=f"invalid method {method!r}")
+
+        if body is not None and json is not None:
+            raise TypeError("give body or json, not both")
+        header_list = self._header_pairs(headers)
+        if json is not None:
+            body = _json.dumps(json).encode("utf-8")
+            if not any(name.lower() == "content-type" for name, _ in header_list):
+                header_list.append(("Content-Type", "application/json"))
+        for name, value in header_list:
+            value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}",
+                                                                InvalidHeaderError)
+            self._call(lib.rq_request_set_header, _cstring(name, "header name", InvalidHeaderError),
+                       value_arg, what=f"invalid header {name!r}")
+        #: The headers as given (a value of None removed that header).
+        self.headers: Tuple[Tuple[str, Union[str, bytes, None]], ...] = tuple(header_list)
+
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        if body is not None:
+            if not isinstance(body, (bytes, bytearray, memoryview)):
+                raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
+            data = bytes(body)
+            self._call(lib.rq_request_set_body, ffi.from_buffer(data) if data else ffi.NULL,
+                       len(data), what="body")
+            body = data
+        #: The body as bytes (None when there is none).
+        self.body: Optional[bytes] = body
+
+        for setter, value, name in ((lib.rq_request_set_timeout, timeout, "timeout"),
+                                    (lib.rq_request_set_connect_timeout, connect_timeout, "connect_timeout"),
+                                    (lib.rq_request_set_idle_timeout, idle_timeout, "idle_timeout"),
+                                    (lib.rq_request_set_retry_delay, retry_delay, "retry_delay")):
+            if value is not None:
+                self._call(setter, self._seconds(value, name), what=f"{name}={value!r}")
+        if auth is not None:
+            if not (isinstance(auth, tuple) and len(auth) == 2):
+                raise TypeError("auth must be a (user, password) tuple")
+            self._call(lib.rq_request_set_credentials,
+                       _cstring(auth[0], "user", InvalidArgumentError),
+                       _cstring(auth[1], "password", InvalidArgumentError), what="auth")
+        if retry:
+            self._call(lib.rq_request_set_retry, 1, what="retry")
+        if retry_outcomes is not None:
+            codes = [int(Outcome(o)) for o in retry_outcomes]
+            array = ffi.new("rq_outcome[]", codes) if codes else ffi.NULL
+            self._call(lib.rq_request_set_retry_outcomes, array, len(codes),
+                       what=f"retry_outcomes={codes!r}")
+        if max_attempts is not None:
+            if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 0:
+                raise InvalidArgumentError(f"max_attempts must be an int >= 0, not {max_attempts!r}")
+            if max_attempts > 0xFFFFFFFF:
+                raise InvalidArgumentError(f"max_attempts is too large: {max_attempts}")
+            self._call(lib.rq_request_set_max_attempts, max_attempts, what=f"max_attempts={max_attempts}")
+
+        self._call(lib.rq_request_set_completion, _completion_cb, ffi.cast("void *", self._token),
+                   ffi.NULL, what="completion")
+        if on_upload_progress is not None:
+            self._call(lib.rq_request_set_upload_progress, _upload_cb, what="on_upload_progress")
+        if on_download_progress is not None:
+            self._call(lib.rq_request_set_download_progress, _download_cb, what="on_download_progress")
+        if on_auth is not None:
+            self._call(lib.rq_request_set_auth_handler, _auth_cb, what="on_auth")
+
+    # -- construction helpers ----------------------------------------------------------------------
+
+    def _call(self, function: Callable[..., int], *args: Any, what: str) -> None:
+        check(function(self._handle, *args), what)
+
+    @staticmethod
+    def _seconds(value: float, name: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+        return float(value)
+
+    @staticmethod
+    def _header_pairs(headers: Optional[HeadersInput]) -> List[Tuple[str, Any]]:
+        if headers is None:
+            return []
+        items = headers.items() if hasattr(headers, "items") else headers
+        pairs = []
+        for item in items:
+            name, value = item
+            if not isinstance(name, str):
+                raise TypeError(f"header names must be str, not {type(name).__name__}")
+            pairs.append((name, value))
+        return pairs
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def queue(self) -> Optional["_QueueBase"]:
+        """The queue this request was added to (None before)."""
+        return self._queue
+
+    @property
+    def state(self) -> State:
+        """NEW, WAITING, RUNNING or COMPLETED, as the library sees it now."""
+        if self._queue is not None and self._queue._abandoned:
+            return State.COMPLETED if self._response is not None else State.NEW
+        out = ffi.new("rq_request_state *")
+        check(lib.rq_request_get_state(self._handle, out), "state")
+        return State(int(out[0]))
+
+    def done(self) -> bool:
+        """True once the request has completed (its response or error is known)."""
+        return self._response is not None
+
+    @property
+    def response(self) -> Optional[Response]:
+        """The response once completed (also after a failure: status 0 when none was received)."""
+        return self._response
+
+    def exception(self) -> Optional[BaseException]:
+        """The error of a completed request (None if it succeeded). Raises InvalidStateError if it
+        has not completed yet."""
+        if self._response is None:
+            raise InvalidStateError(f"{self!r} has not completed yet")
+        self._mark_reported()
+        return self._error
+
+    def result(self, timeout: Optional[float] = None) -> Response:
+        """The response, or raises the request's error.
+
+        With a :class:`Queue`, waits for the request (running the queue's callbacks on this
+        thread), at most `timeout` seconds (then WaitTimeoutError). With an :class:`AsyncQueue`
+        use ``await request`` instead: ``result()`` only reads a completed request.
+        """
+        if not self._settled:
+            queue = self._queue
+            if queue is None:
+                raise InvalidStateError(f"{self!r} was never added to a queue")
+            if isinstance(queue, AsyncQueue):
+                if self._response is None:
+                    raise InvalidStateError(f"{self!r} has not completed yet: await it")
+            elif isinstance(queue, Queue) and (self._response is None or not queue._in_callback()):
+                # (In its own completion callback the request is complete but not yet settled.)
+                queue._run_until(lambda: self._settled, timeout, f"waiting for {self!r}")
+        return self._outcome()
+
+    def _outcome(self) -> Response:
+        assert self._response is not None
+        self._mark_reported()
+        if self._error is not None:
+            raise self._error
+        return self._response
+
+    def __await__(self) -> Generator[Any, None, Response]:
+        return self._wait_async().__await__()
+
+    async def _wait_async(self) -> Response:
+        queue = self._queue
+        if queue is None:
+            raise InvalidStateError(f"{self!r} was never added to a queue")
+        if not isinstance(queue, AsyncQueue):
+            raise InvalidStateError(f"{self!r} belongs to a Queue: use request.result(); "
+                                    "awaiting needs an AsyncQueue")
+        if not self._settled:
+            loop = asyncio.get_running_loop()
+            if loop is not queue._loop:
+                raise InvalidStateError(f"{self!r} runs in another event loop: await it there")
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(future)
+            try:
+                await future
+            except asyncio.CancelledError:
+                # The awaiting task was cancelled: cancel the request too (unless another task
+                # still waits for it).
+                if future in self._waiters:
+                    self._waiters.remove(future)
+                if not self._settled and not self._waiters:
+                    self.cancel()
+                raise
+        return self._outcome()
+
+    def cancel(self) -> bool:
+        """Cancels a waiting or running request: it fails with RequestCancelled. Returns False
+        when it was not active (never added, or already completed)."""
+        if self._queue is None or self._queue._abandoned or self._response is not None:
+            return False
+        code = lib.rq_cancel(self._handle)
+        if code == _RQ_ERR_NOT_ACTIVE:
+            return False
+        check(code, "cancel")
+        return True
+
+    def __repr__(self) -> str:
+        if self._response is not None:
+            status = f"done {self._response.outcome.name} {self._response.status}"
+        elif self._queue is not None:
+            status = "added"
+        else:
+            status = "new"
+        return f"<Request {self.method} {self.url} {status}>"
+
+    # -- callbacks (called by the C trampolines, on the dispatching thread) ------------------------
+
+    def _user_callbacks_allowed(self) -> bool:
+        return not _exiting and self._callback_error is None
+
+    def _callback_failed(self, exc: BaseException, kind: str) -> None:
+        _note(exc, f"(raised in the {kind} callback of {self!r})")
+        first = self._callback_error is None
+        if first:
+            self._callback_error = exc
+        queue = self._queue
+        if queue is not None:
+            queue._callback_error(self, exc)
+        if first and self._response is None:
+            # Stop the transfer: its result is now this exception.
+            lib.rq_cancel(self._handle)
+
+    def _progress(self, callback: Optional[ProgressCallback], kind: str,
+                  fraction: float, done: int, total: int) -> None:
+        if callback is None or not self._user_callbacks_allowed():
+            return
+        try:
+            callback(self, Progress(int(done), int(total) if total >= 0 else None,
+                                    float(fraction) if fraction >= 0 else None))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            self._callback_failed(exc, kind)
+
+    def _authenticate(self, handle: Any, failure_count: int, response_ptr: Any) -> None:
+        challenge = AuthChallenge(self, handle, failure_count, _copy_response(response_ptr))
+        if self._on_auth is None or not self._user_callbacks_allowed():
+            challenge.cancel()
+            return
+        self._challenges.append(challenge)  # keeps it for a later answer
+        try:
+            answer = self._on_auth(self, challenge)
+            if answer is not None:
+                if not (isinstance(answer, tuple) and len(answer) == 2):
+                    raise TypeError(f"on_auth must return None or a (user, password) tuple, not {answer!r}")
+                challenge.use_credential(*answer)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            if not challenge.answered:
+                try:
+                    challenge.cancel()
+                except RequestError:
+                    pass
+            self._callback_failed(exc, "auth")
+
+    def _complete(self, response_ptr: Any) -> None:
+        queue = self._queue
+        try:
+            response = _copy_response(response_ptr)
+        except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
+            response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0)
+        error: Optional[BaseException] = None
+        if self._callback_error is not None:
+            error = self._callback_error
+        elif response.outcome != Outcome.OK:
+            error = OUTCOME_ERRORS.get(int(response.outcome), RequestError)(
+                response.message or response.outcome.name.lower(), self, response)
+        self._error = error
+        self._response = response
+        self._challenges.clear()
+        if self._on_complete is not None and not _exiting:
+            try:
+                self._on_complete(self)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                _note(exc, f"(raised in the completion callback of {self!r})")
+                if self._callback_error is None:
+                    self._callback_error = exc
+                    self._error = exc
+                if queue is not None:
+                    queue._callback_error(self, exc)
+        self._settled = True
+        if queue is not None:
+            queue._finished(self)
+
+    def _mark_reported(self) -> None:
+        queue = self._queue
+        if queue is not None and self._callback_error is not None:
+            queue._reported(self._callback_error)
+
+
+# --------------------------------------------------------------------------------------------------
+# Queues
+# --------------------------------------------------------------------------------------------------
+
+
+def _parse_order(value: Union[Order, str]) -> Order:
+    try:
+        return Order(value)
+    except ValueError:
+        raise InvalidArgumentError(f"mode must be 'fifo' or 'lifo', not {value!r}") from None
+
+
+def _parse_duplicates(value: Union[Duplicates, str]) -> Duplicates:
+    try:
+        return Duplicates(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"duplicates must be 'cancel_earlier' or 'allow', not {value!r}") from None
+
+
+def _check_max_concurrent(value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_concurrent must be an int, not {type(value).__name__}")
+    if value < 0 or value > 2**63:
+        raise InvalidArgumentError(f"max_concurrent must be >= 0 (0 = unlimited), not {value}")
+
+
+class _QueueBase:
+    """What both queue kinds share: settings, adding, cancelling, counting, closing."""
+
+    def __init__(
+        self,
+        max_concurrent: int = 2,
+        mode: Union[Order, str] = Order.FIFO,
+        duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
+        suspended: bool = False,
+    ) -> None:
+        order = _parse_order(mode)
+        dup = _parse_duplicates(duplicates)
+        _check_max_concurrent(max_concurrent)
+        self._closed = True  # until fully set up, so that a failure below leaves nothing to free
+        self._closing = False
+        self._abandoned = False
+        out = ffi.new("rq_queue **")
+        check(lib.rq_queue_new(lib.RQ_DELIVERY_DISPATCH, out), "Queue()")
+        self._ptr = out[0]
+        self._finalizer = weakref.finalize(self, _free_queue, self._ptr, _pid)
+        self._finalizer.atexit = False  # the atexit hook closes queues itself
+        fd = ffi.new("int *")
+        check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
+        self._fd = int(fd[0])
+        self._lock = threading.RLock()
+        self._live: Dict[int, Request] = {}  # token -> request in flight
+        self._by_handle: Dict[int, Request] = {}  # handle address -> request in flight
+        # Callback exceptions not yet raised to anyone, with the request whose callback raised.
+        self._errors: List[Tuple[Request, BaseException]] = []
+        self._closed = False
+        self.max_concurrent = max_concurrent
+        self.mode = order
+        self.duplicates = dup
+        if suspended:
+            self.suspend()
+        _open_queues.add(self)
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    def _check(self, code: int, what: str) -> None:
+        if code == _RQ_ERR_INVALID_HANDLE and (self._closed or self._closing):
+            raise QueueClosedError(f"{what}: the queue is closed")  # closed by another thread
+        check(code, what)
+
+    def _q(self, what: str) -> Any:
+        if self._closed:
+            raise QueueClosedError(f"{what}: the queue is closed")
+        return self._ptr
+
+    @property
+    def max_concurrent(self) -> int:
+        """The maximum number of requests running at once; 0 means unlimited. Takes effect at once."""
+        out = ffi.new("size_t *")
+        self._check(lib.rq_queue_get_max_concurrent(self._q("max_concurrent"), out), "max_concurrent")
+        return int(out[0])
+
+    @max_concurrent.setter
+    def max_concurrent(self, value: int) -> None:
+        _check_max_concurrent(value)
+        self._check(lib.rq_queue_set_max_concurrent(self._q("max_concurrent"), value), "max_concurrent")
+
+    @property
+    def mode(self) -> Order:
+        """Order.FIFO (default) or Order.LIFO ("fifo"/"lifo"), for requests added from now on."""
+        out = ffi.new("rq_order *")
+        self._check(lib.rq_queue_get_order(self._q("mode"), out), "mode")
+        return Order.LIFO if int(out[0]) == ORDER_CODES[Order.LIFO] else Order.FIFO
+
+    @mode.setter
+    def mode(self, value: Union[Order, str]) -> None:
+        order = _parse_order(value)
+        self._check(lib.rq_queue_set_order(self._q("mode"), ORDER_CODES[order]), "mode")
+
+    @property
+    def duplicates(self) -> Duplicates:
+        """Duplicates.CANCEL_EARLIER (default: adding a request cancels every earlier equal one) or
+        Duplicates.ALLOW. Equal means same method, URL, headers and body."""
+        out = ffi.new("rq_duplicates *")
+        self._check(lib.rq_queue_get_duplicates(self._q("duplicates"), out), "duplicates")
+        return Duplicates.ALLOW if int(out[0]) == DUPLICATES_CODES[Duplicates.ALLOW] else Duplicates.CANCEL_EARLIER
+
+    @duplicates.setter
+    def duplicates(self, value: Union[Duplicates, str]) -> None:
+        dup = _parse_duplicates(value)
+        self._check(lib.rq_queue_set_duplicates(self._q("duplicates"), DUPLICATES_CODES[dup]), "duplicates")
+
+    @property
+    def suspended(self) -> bool:
+        out = ffi.new("int *")
+        self._check(lib.rq_queue_is_suspended(self._q("suspended"), out), "suspended")
+        return bool(out[0])
+
+    def suspend(self) -> None:
+        """Starts no waiting request until resume(); running ones go on."""
+        self._check(lib.rq_queue_suspend(self._q("suspend")), "suspend")
+
+    def resume(self) -> None:
+        """Starts waiting requests at once, up to max_concurrent."""
+        self._check(lib.rq_queue_resume(self._q("resume")), "resume")
+
+    @property
+    def count(self) -> int:
+        """The number of requests in the queue: running plus waiting."""
+        out = ffi.new("size_t *")
+        self._check(lib.rq_queue_count(self._q("count"), out), "count")
+        return int(out[0])
+
+    def snapshot(self) -> List[Request]:
+        """The requests in the queue at one instant: the running ones in the order they started,
+        then the waiting ones in the order they will start."""
+        array = ffi.new("rq_request ***")
+        count = ffi.new("size_t *")
+        self._check(lib.rq_queue_snapshot(self._q("snapshot"), array, count), "snapshot")
+        try:
+            handles = [_address(array[0][i]) for i in range(count[0])]
+        finally:
+            lib.rq_snapshot_free(array[0])
+        with self._lock:
+            return [self._by_handle[h] for h in handles if h in self._by_handle]
+
+    def fileno(self) -> int:
+        """A descriptor readable exactly while callbacks are pending (for select/poll)."""
+        self._q("fileno")
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def add(self, request: Union[Request, str], /, **kwargs: Any) -> Request:
+        """Adds a request: a :class:`Request`, or a URL and :class:`Request`'s keyword arguments.
+        It starts at once if the queue is not suspended and has a free slot. Returns the request."""
+        if isinstance(request, Request):
+            if kwargs:
+                raise TypeError("keyword arguments are for a URL, not for a Request")
+            req = request
+        else:
+            req = Request(request, **kwargs)
+        self._before_add(req)
+        with self._lock:
+            ptr = self._q("add")
+            if req._queue is not None:
+                raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
+            req._queue = self
+            self._live[req._token] = req
+            self._by_handle[req._address] = req
+            _registry[req._token] = req
+            code = lib.rq_add(ptr, req._handle)
+            if code != 0:
+                req._queue = None
+                del self._live[req._token]
+                del self._by_handle[req._address]
+                _registry.pop(req._token, None)
+                self._check(code, f"add {req!r}")
+            if len(self._live) == 1:
+                self._became_busy()
+        return req
+
+    def cancel_all(self) -> None:
+        """Cancels every waiting and running request (each fails with RequestCancelled). The queue
+        stays usable."""
+        self._check(lib.rq_queue_cancel_all(self._q("cancel_all")), "cancel_all")
+
+    # -- hooks for the two kinds -------------------------------------------------------------------
+
+    def _before_add(self, request: Request) -> None:
+        pass
+
+    def _became_busy(self) -> None:
+        pass
+
+    def _became_idle(self) -> None:
+        pass
+
+    def _finished(self, request: Request) -> None:
+        with self._lock:
+            self._live.pop(request._token, None)
+            self._by_handle.pop(request._address, None)
+            idle = not self._live
+        if idle:
+            self._became_idle()
+
+    def _callback_error(self, request: Request, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append((request, exc))
+
+    def _reported(self, exc: BaseException) -> None:
+        with self._lock:
+            self._errors = [(r, e) for r, e in self._errors if e is not exc]
+
+    def _take_error(self) -> Optional[BaseException]:
+        with self._lock:
+            for index, (request, exc) in enumerate(self._errors):
+                if self._awaited(request):
+                    continue  # its awaiters will receive it
+                del self._errors[index]
+                return exc
+            return None
+
+    def _awaited(self, request: Request) -> bool:
+        return False
+
+    def _raise_pending(self) -> None:
+        exc = self._take_error()
+        if exc is not None:
+            raise exc
+
+    # -- closing -----------------------------------------------------------------------------------
+
+    def _free(self) -> None:
+        """Frees the library's queue: in-flight requests are cancelled and their completions run
+        here, on this thread."""
+        with self._lock:
+            if self._closed or self._closing:
+                return  # (closed, or being closed by another thread)
+            self._closing = True
+        code = lib.rq_queue_free(self._ptr)
+        if code == _RQ_ERR_WOULD_DEADLOCK:
+            self._closing = False
+            raise WouldDeadlockError("close() was called from a callback of this same queue")
+        with self._lock:
+            self._closed = True
+        self._finalizer.detach()
+        _open_queues.discard(self)
+        check(code, "close")
+
+    def _close(self, at_exit: bool = False) -> None:
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        """In a forked child: forget the parent's queue without touching the library."""
+        self._abandoned = True
+        self._closed = True
+        self._finalizer.detach()
+        _open_queues.discard(self)
+        for request in list(self._live.values()):
+            request._finalizer.detach()
+        self._live.clear()
+        self._by_handle.clear()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"<{type(self).__name__} closed>"
+        return f"<{type(self).__name__} in flight={len(self._live)}>"
+
+
+class Queue(_QueueBase):
+    """A queue of HTTP requests, used synchronously.
+
+    ``Queue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False)``.
+    Requests run on the library's own thread; their callbacks run on the thread that calls
+    :meth:`wait`, :meth:`fetch`, :meth:`dispatch`, :meth:`Request.result` or :meth:`close` (several
+    threads may wait on one queue at once). An exception raised by a callback propagates out of
+    that call. Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        max_concurrent: int = 2,
+        mode: Union[Order, str] = Order.FIFO,
+        duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
+        suspended: bool = False,
+    ) -> None:
+        self._closing = False
+        self._leading = False  # one thread at a time runs callbacks and polls; the others wait
+        self._local = threading.local()
+        self._wake_r, self._wake_w = os.pipe()
+        try:
+            super().__init__(max_concurrent, mode, duplicates, suspended)
+        except BaseException:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            raise
+        self._cond = threading.Condition(self._lock)
+        weakref.finalize(self, os.close, self._wake_r).atexit = False
+        weakref.finalize(self, os.close, self._wake_w).atexit = False
+
+    def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
+        """Adds a request and waits for it: returns its Response or raises its error
+        (HTTPStatusError for a status >= 400, with the response)."""
+        return self.add(request, **kwargs).result()
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Waits until every request added has completed, running callbacks on this thread.
+        Raises WaitTimeoutError after `timeout` seconds, and the exception of a callback that
+        raised. A suspended queue with waiting requests never becomes idle."""
+        self._run_until(lambda: not self._live, timeout, "wait")
+
+    def dispatch(self) -> int:
+        """Runs the callbacks that are pending now, without waiting; returns how many ran. For a
+        host's own event loop: call it when :meth:`fileno` is readable."""
+        ran = self._dispatch_once()
+        self._raise_pending()
+        return ran
+
+    def close(self) -> None:
+        """Cancels every request still in flight (their completions run here) and frees the queue.
+        Idempotent. Raises the exception of a callback that raised and was not yet reported."""
+        self._close()
+        self._raise_pending()
+
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._close()
+        if exc_type is None:
+            self._raise_pending()
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _in_callback(self) -> bool:
+        return getattr(self._local, "dispatching", False)
+
+    def _dispatch_once(self) -> int:
+        ptr = self._q("dispatch")
+        ran = ffi.new("size_t *")
+        outer = self._in_callback()  # a dispatch() from a callback is refused by the library
+        self._local.dispatching = True
+        try:
+            code = lib.rq_queue_dispatch(ptr, 0, ran)
+        finally:
+            self._local.dispatching = outer
+        if code == _RQ_ERR_WOULD_DEADLOCK:
+            raise WouldDeadlockError("dispatch() was called from a callback of this same queue")
+        if code == _RQ_ERR_INVALID_HANDLE and self._closing:
+            return 0
+        check(code, "dispatch")
+        return int(ran[0])
+
+    def _run_until(self, predicate: Callable[[], bool], timeout: Optional[float], what: str) -> None:
+        if self._in_callback():
+            raise WouldDeadlockError(f"{what}: called from a callback of this same queue, "
+                                     "it would wait for itself")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._cond:
+                while True:
+                    self._raise_pending()
+                    if predicate():
+                        return
+                    if self._closed:
+                        raise QueueClosedError(f"{what}: the queue is closed")
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise WaitTimeoutError(f"{what}: timed out after {timeout} s")
+                    if not self._leading and not self._closing:
+                        self._leading = True
+                        break
+                    # Another thread runs the callbacks, or closes the queue: it notifies.
+                    self._cond.wait(remaining)
+            try:
+                ran = self._dispatch_once()
+                if ran == 0 and not predicate() and not self._errors and not self._closing:
+                    self._poll(None if deadline is None else deadline - time.monotonic())
+            finally:
+                with self._cond:
+                    self._leading = False
+                    self._cond.notify_all()
+
+    def _poll(self, timeout: Optional[float]) -> None:
+        if timeout is not None and timeout <= 0:
+            return
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        poller.poll(None if timeout is None else max(1, int(timeout * 1000 + 0.999)))
+
+    def _close(self, at_exit: bool = False) -> None:
+        if self._closed:
+            return
+        try:
+            self._free()
+        finally:
+            if self._closed:
+                os.write(self._wake_w, b"x")  # wakes a thread polling the freed queue's descriptor
+            with self._cond:
+                self._cond.notify_all()
+        with self._cond:
+            while self._closing and not self._closed:  # another thread is closing it
+                self._cond.wait()
+
+
+class AsyncQueue(_QueueBase):
+    """A queue of HTTP requests for asyncio.
+
+    ``AsyncQueue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False)``.
+    ``await queue.fetch(url)`` gives the Response; ``queue.add(...)`` returns a :class:`Request`
+    that can be awaited. The queue's descriptor is watched with ``loop.add_reader`` while requests
+    are in flight, so every callback runs in the event loop's thread. Cancelling a task that awaits
+    a request cancels the request; cancelling the request makes its awaiters raise
+    RequestCancelled. An exception raised by a callback is raised by the awaits of that request,
+    or, if nobody awaits it, by the next ``await queue.wait()`` or ``close()``.
+    """
+
+    def __init__(
+        self,
+        max_concurrent: int = 2,
+        mode: Union[Order, str] = Order.FIFO,
+        duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
+        suspended: bool = False,
+    ) -> None:
+        self._closing = False
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._reading = False
+        self._dispatching = False
+        self._idle_waiters: List["asyncio.Future[None]"] = []
+        super().__init__(max_concurrent, mode, duplicates, suspended)
+
+    async def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
+        """Adds a request and waits for it: returns its Response or raises its error."""
+        return await self.add(request, **kwargs)
+
+    async def wait(self, timeout: Optional[float] = None) -> None:
+        """Waits until every request added has completed. Raises WaitTimeoutError after `timeout`
+        seconds, and the exception of a callback that raised and was not awaited by anyone."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            self._raise_pending()
+            if not self._live:
+                return
+            if self._closed:
+                raise QueueClosedError("wait: the queue is closed")
+            future: asyncio.Future[None] = loop.create_future()
+            self._idle_waiters.append(future)
+            try:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise WaitTimeoutError(f"wait: timed out after {timeout} s")
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except asyncio.TimeoutError:
+                    raise WaitTimeoutError(f"wait: timed out after {timeout} s") from None
+            finally:
+                if future in self._idle_waiters:
+                    self._idle_waiters.remove(future)
+
+    def dispatch(self) -> int:
+        """Runs the callbacks that are pending now (the event loop does this by itself)."""
+        ran = self._dispatch_once()
+        return ran
+
+    def close(self) -> None:
+        """Cancels every request still in flight (their awaiters raise RequestCancelled) and frees
+        the queue. Idempotent. Raises the exception of a callback that nobody received."""
+        self._close()
+        self._raise_pending()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "AsyncQueue":
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._close()
+        if exc_type is None:
+            self._raise_pending()
+
+    def __enter__(self) -> "AsyncQueue":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._close()
+        if exc_type is None:
+            self._raise_pending()
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _before_add(self, request: Request) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise InvalidStateError("AsyncQueue.add() must be called in a running asyncio event loop "
+                                    "(use Queue for synchronous code)") from None
+        with self._lock:
+            if self._loop is not loop:
+                if self._live:
+                    raise InvalidStateError("this AsyncQueue has requests in flight in another event loop")
+                self._loop = loop
+
+    def _became_busy(self) -> None:
+        if not self._reading and self._loop is not None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    def _became_idle(self) -> None:
+        self._stop_reading()
+        self._wake_idle_waiters()
+
+    def _stop_reading(self) -> None:
+        if self._reading and self._loop is not None:
+            self._reading = False
+            try:
+                self._loop.remove_reader(self._fd)
+            except Exception:  # noqa: BLE001 - the loop is already closed (interpreter exit)
+                pass
+
+    def _dispatch_once(self) -> int:
+        if self._closed or self._closing:
+            return 0
+        ran = ffi.new("size_t *")
+        outer, self._dispatching = self._dispatching, True
+        try:
+            code = lib.rq_queue_dispatch(self._ptr, 0, ran)
+        finally:
+            self._dispatching = outer
+        if code == _RQ_ERR_WOULD_DEADLOCK:
+            raise WouldDeadlockError("dispatch() was called from a callback of this same queue")
+        check(code, "dispatch")
+        return int(ran[0])
+
+    def _on_readable(self) -> None:
+        try:
+            self._dispatch_once()
+        except Exception as exc:  # noqa: BLE001 - reported to the loop, as asyncio does
+            if self._loop is not None:
+                self._loop.call_exception_handler(
+                    {"message": "requestqueue: dispatch failed", "exception": exc})
+
+    def _awaited(self, request: Request) -> bool:
+        return bool(request._waiters)
+
+    def _callback_error(self, request: Request, exc: BaseException) -> None:
+        super()._callback_error(request, exc)
+        if not self._awaited(request):
+            # A wait() in progress should hear about it now, not when the queue is idle.
+            self._wake_idle_waiters()
+
+    def _wake_idle_waiters(self) -> None:
+        for future in self._idle_waiters:
+            if not future.done():
+                try:
+                    future.set_result(None)
+                except RuntimeError:  # its loop is closed (interpreter exit)
+                    pass
+
+    def _finished(self, request: Request) -> None:
+        if request._waiters:
+            # Its awaiters will receive the callback's exception: it is reported to them.
+            if request._callback_error is not None:
+                self._reported(request._callback_error)
+            for future in request._waiters:
+                if not future.done():
+                    try:
+                        future.set_result(None)
+                    except RuntimeError:  # its loop is closed (interpreter exit)
+                        pass
+            request._waiters.clear()
+        super()._finished(request)
+
+    def _close(self, at_exit: bool = False) -> None:
+        if self._closed:
+            return
+        if self._dispatching:
+            raise WouldDeadlockError("close() was called from a callback of this same queue")
+        self._stop_reading()
+        self._free()
+        self._wake_idle_waiters()

@@ -1,0 +1,148 @@
+"""Loads librequestqueue with cffi in ABI mode (no C compiler needed), declared from its real header.
+
+The library is looked for, in this order:
+
+1. ``REQUESTQUEUE_LIBRARY``: the full path of the library. When it is set, nothing else is tried.
+2. The copy bundled with the package: ``requestqueue/_lib/librequestqueue.so``.
+3. The system loader: ``librequestqueue.so.0`` (``LD_LIBRARY_PATH``, ``ldconfig``'s cache, ...).
+
+The header (``requestqueue.h``), from which the cdef is made, is looked for in this order:
+``REQUESTQUEUE_HEADER`` (a full path; when set, nothing else is tried), the copy bundled with the
+package, the ``include/`` folder of the source checkout the package is run from, then ``include/``
+beside the library's folder and its parent, then ``/usr/local/include`` and ``/usr/include``.
+
+If nothing loads, :class:`~requestqueue.LibraryNotFoundError` (an ``ImportError``) lists every place
+tried and why it failed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, List, Mapping, NoReturn, Optional, Sequence, Tuple
+
+from cffi import FFI
+
+from ._errors import RESULT_ERRORS, APIError, LibraryNotFoundError
+from ._header import Header, HeaderError, parse_header
+
+__all__ = ["ffi", "lib", "LIBRARY_PATH", "HEADER_PATH", "HEADER", "check", "raise_result"]
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUNDLED_DIR = PACKAGE_DIR / "_lib"
+LIBRARY_NAME = "librequestqueue.so"
+SYSTEM_NAME = "librequestqueue.so.0"
+HEADER_NAME = "requestqueue.h"
+
+
+def header_candidates(environ: Mapping[str, str], bundled_dir: Path,
+                      library_path: Optional[str]) -> List[Tuple[str, Path]]:
+    """The places the header is looked for, in order, each with a label for error messages."""
+    explicit = environ.get("REQUESTQUEUE_HEADER")
+    if explicit:
+        return [("REQUESTQUEUE_HEADER", Path(explicit))]
+    places = [("bundled", bundled_dir / HEADER_NAME)]
+    if len(PACKAGE_DIR.parents) > 3:  # <checkout>/bindings/python/src/requestqueue
+        places.append(("source checkout", PACKAGE_DIR.parents[3] / "include" / HEADER_NAME))
+    if library_path and os.sep in library_path:
+        lib_dir = Path(library_path).resolve().parent
+        places += [("beside the library", lib_dir.parent / "include" / HEADER_NAME),
+                   ("beside the library", lib_dir.parent.parent / "include" / HEADER_NAME)]
+    places += [("system", Path("/usr/local/include") / HEADER_NAME),
+               ("system", Path("/usr/include") / HEADER_NAME)]
+    return places
+
+
+def library_candidates(environ: Mapping[str, str], bundled_dir: Path) -> List[Tuple[str, str]]:
+    """The libraries tried, in order, each with a label for error messages."""
+    explicit = environ.get("REQUESTQUEUE_LIBRARY")
+    if explicit:
+        return [("REQUESTQUEUE_LIBRARY", explicit)]
+    return [("bundled", str(bundled_dir / LIBRARY_NAME)), ("system loader", SYSTEM_NAME)]
+
+
+def _fail(what: str, tried: Sequence[str], hint: str) -> NoReturn:
+    lines = "\n".join(f"  - {t}" for t in tried)
+    raise LibraryNotFoundError(f"requestqueue: cannot load {what}. Tried:\n{lines}\n{hint}")
+
+
+def load_header(environ: Mapping[str, str], bundled_dir: Path,
+                library_path: Optional[str]) -> Tuple[Path, Header]:
+    tried: List[str] = []
+    seen = set()
+    for label, path in header_candidates(environ, bundled_dir, library_path):
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            tried.append(f"{label}: {path}: {exc.strerror or exc}")
+            continue
+        try:
+            return path, parse_header(text)
+        except HeaderError as exc:
+            tried.append(f"{label}: {path}: cannot parse it: {exc}")
+    _fail("the C header requestqueue.h", tried,
+          "Set REQUESTQUEUE_HEADER to the path of requestqueue.h, or reinstall the package "
+          "(pip install ./bindings/python bundles the header with the library).")
+
+
+def load_library(ffi_: FFI, environ: Mapping[str, str], bundled_dir: Path) -> Tuple[str, Any]:
+    tried: List[str] = []
+    for label, path in library_candidates(environ, bundled_dir):
+        if label == "bundled" and not os.path.exists(path):
+            tried.append(f"{label}: {path}: not present")
+            continue
+        try:
+            return path, ffi_.dlopen(path)
+        except OSError as exc:
+            reason = str(exc).split(".  Additionally, ctypes.util.find_library()")[0]
+            tried.append(f"{label}: {path}: {reason}")
+    _fail("librequestqueue", tried,
+          "Set REQUESTQUEUE_LIBRARY to the full path of librequestqueue.so (scripts/build-lib prints "
+          "its folder), install the library system-wide, or install the package with "
+          "'pip install ./bindings/python' from a source checkout, which builds and bundles it.")
+
+
+def load(environ: Mapping[str, str] = os.environ,
+         bundled_dir: Path = BUNDLED_DIR) -> Tuple[FFI, Any, str, Path, Header]:
+    """Finds the library and its header; returns (ffi, lib, library path, header path, header)."""
+    # The library is located first, so that a header installed beside it can be found.
+    probe = FFI()
+    library_path, _ = load_library(probe, environ, bundled_dir)
+    header_path, header = load_header(environ, bundled_dir, library_path)
+    ffi_ = FFI()
+    ffi_.cdef(header.cdef)
+    lib_ = ffi_.dlopen(library_path)
+    loaded = int(lib_.rq_version_number())
+    major, minor = int(header.defines["RQ_VERSION_MAJOR"]), int(header.defines["RQ_VERSION_MINOR"])
+    if loaded // 10000 != major or (loaded // 100) % 100 < minor:
+        version = ffi_.string(lib_.rq_version_string()).decode()
+        raise LibraryNotFoundError(
+            f"requestqueue: the library {library_path} is version {version}, but the header "
+            f"{header_path} is version {header.defines['RQ_VERSION_STRING']}; they must have the "
+            f"same major version and the library at least the header's minor version.")
+    return ffi_, lib_, library_path, header_path, header
+
+
+ffi, lib, LIBRARY_PATH, HEADER_PATH, HEADER = load()
+
+
+def _string(ptr: Any) -> str:
+    return ffi.string(ptr).decode("utf-8", "replace") if ptr != ffi.NULL else ""
+
+
+def result_message(code: int) -> str:
+    return _string(lib.rq_result_str(code))
+
+
+def raise_result(code: int, what: str) -> NoReturn:
+    cls = RESULT_ERRORS.get(code, APIError)
+    raise cls(f"{what}: {result_message(code)}", code)
+
+
+def check(code: int, what: str) -> None:
+    """Raises the exception mapped from an rq_result, if it is not RQ_OK."""
+    if code != 0:
+        raise_result(code, what)

@@ -1,0 +1,294 @@
+"""Requests and responses, with the synchronous Queue: method, headers, body, timeouts, retry,
+progress, authentication, errors mapped from outcomes, invalid input."""
+
+from __future__ import annotations
+
+import threading
+from typing import List
+
+import pytest
+
+import requestqueue as rq
+
+
+@pytest.fixture
+def queue():
+    with rq.Queue(max_concurrent=4) as q:
+        yield q
+
+
+# -- responses -------------------------------------------------------------------------------------
+
+
+def test_fetch_returns_status_headers_body_url(server, queue):
+    response = queue.fetch(server.url("/bytes?n=1000&header=X-Custom:hello%20there"))
+    assert response.status == 200
+    assert response.ok and response.outcome is rq.Outcome.OK and response.message == ""
+    assert response.body == (b"abcdefghijklmnopqrstuvwxyz0123456789" * 28)[:1000]
+    assert response.headers["x-custom"] == "hello there"
+    assert response.headers["X-CUSTOM"] == "hello there"
+    assert response.headers.get_all("content-length") == ["1000"]
+    assert ("X-Custom", "hello there") in response.headers.raw
+    assert "content-type" in response.headers and "nope" not in response.headers
+    assert response.url == server.url("/bytes?n=1000&header=X-Custom:hello%20there")
+    assert response.attempts == 1
+    assert len(server.requests(path_prefix="/bytes")) == 1
+
+
+def test_url_is_the_effective_one_after_redirects(server, queue):
+    response = queue.fetch(server.url("/redirect/3"))
+    assert response.status == 200 and response.body == b"redirected"
+    assert response.url == server.url("/redirect/0")
+    assert [e["path"] for e in server.requests()] == ["/redirect/3", "/redirect/2", "/redirect/1",
+                                                      "/redirect/0"]
+
+
+def test_method_headers_and_body_are_sent(server, queue):
+    response = queue.fetch(server.url("/echo"), method="PUT",
+                           headers={"X-One": "1", "X-Two": "two", "Accept": None},
+                           body=b"\x00binary\xffbody")
+    echo = response.json()
+    assert echo["method"] == "PUT"
+    assert echo["headers"]["x-one"] == "1" and echo["headers"]["x-two"] == "two"
+    assert echo["body"] == "\x00binary\xffbody" and echo["body_len"] == 12
+    logged = server.requests(path_prefix="/echo")[0]
+    assert logged["method"] == "PUT" and logged["body_len"] == 12
+
+
+def test_headers_as_pairs_and_str_body(server, queue):
+    echo = queue.fetch(server.url("/echo"), method="POST", headers=[("X-A", "é"), ("X-B", b"raw")],
+                       body="grüße").json()
+    assert echo["body_len"] == len("grüße".encode())
+    # The fixture decodes header bytes as Latin-1: UTF-8 was sent.
+    assert echo["headers"]["x-a"].encode("latin-1").decode("utf-8") == "é"
+    assert echo["headers"]["x-b"] == "raw"
+
+
+def test_json_body_sets_content_type(server, queue):
+    echo = queue.fetch(server.url("/echo"), method="POST", json={"a": [1, 2]}).json()
+    assert echo["headers"]["content-type"] == "application/json"
+    assert echo["body"] == '{"a": [1, 2]}'
+
+
+def test_head_fetches_no_body(server, queue):
+    response = queue.fetch(server.url("/bytes?n=5000"), method="HEAD")
+    assert response.status == 200 and response.body == b""
+    assert response.headers["content-length"] == "5000"
+
+
+def test_response_text_uses_charset(server, queue):
+    response = queue.fetch(server.url("/status/200"))
+    assert response.text == "status 200"
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+def test_http_status_error_carries_the_response(server, queue):
+    request = queue.add(server.url("/status/404"))
+    with pytest.raises(rq.HTTPStatusError) as info:
+        request.result()
+    error = info.value
+    assert error.status == 404 and error.response.status == 404
+    assert error.response.body == b"status 404"
+    assert error.response.headers["x-status"] == "404"
+    assert error.outcome is rq.Outcome.HTTP_STATUS
+    assert error.request is request and request.response is error.response
+    assert "404" in str(error)
+    assert isinstance(error, rq.RequestError) and isinstance(error, rq.RequestQueueError)
+    assert request.exception() is error
+
+
+def test_connection_refused_is_connect_error(server, queue):
+    port = server.closed_port()
+    with pytest.raises(rq.ConnectError) as info:
+        queue.fetch(f"http://127.0.0.1:{port}/")
+    assert isinstance(info.value, ConnectionError) and isinstance(info.value, rq.NetworkError)
+    assert info.value.response.status == 0 and info.value.outcome is rq.Outcome.CANNOT_CONNECT
+
+
+def test_reset_and_truncated_are_connection_lost(server, queue):
+    with pytest.raises(rq.ConnectionLostError):
+        queue.fetch(server.url("/reset"))
+    with pytest.raises(rq.ConnectionLostError):
+        queue.fetch(server.url("/truncated?n=1000"))
+
+
+def test_too_many_redirects(server, queue):
+    with pytest.raises(rq.TooManyRedirectsError):
+        queue.fetch(server.url("/redirect/15"))
+
+
+def test_timeout(server, queue, uid):
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url(f"/stall?s=30&id={uid}"), timeout=0.3)
+    assert isinstance(info.value, TimeoutError)
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+    assert len(server.requests(id=uid)) == 1
+
+
+def test_idle_timeout(server, queue):
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url("/stall?s=30"), idle_timeout=1)
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+
+
+def test_invalid_input_raises_at_construction():
+    with pytest.raises(rq.InvalidURLError):
+        rq.Request("not a url")
+    with pytest.raises(rq.InvalidURLError):
+        rq.Request("http://127.0.0.1/\0x")
+    with pytest.raises(rq.UnsupportedSchemeError):
+        rq.Request("ftp://127.0.0.1/")
+    with pytest.raises(rq.InvalidMethodError):
+        rq.Request("http://127.0.0.1/", method="GE T")
+    with pytest.raises(rq.InvalidHeaderError):
+        rq.Request("http://127.0.0.1/", headers={"X-A": "a\r\nInjected: 1"})
+    with pytest.raises(rq.InvalidHeaderError):
+        rq.Request("http://127.0.0.1/", headers={"Bad Name": "v"})
+    with pytest.raises(rq.InvalidArgumentError):
+        rq.Request("http://127.0.0.1/", timeout=-1)
+    with pytest.raises(rq.InvalidArgumentError):
+        rq.Request("http://127.0.0.1/", retry_delay=float("nan"))
+    with pytest.raises(rq.InvalidArgumentError):
+        rq.Request("http://127.0.0.1/", retry_outcomes=[rq.Outcome.OK])
+    with pytest.raises(rq.InvalidArgumentError):
+        rq.Request("http://127.0.0.1/", max_attempts=-1)
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError
+        rq.Request("http://127.0.0.1/", connect_timeout=-5)
+    with pytest.raises(TypeError):
+        rq.Request(b"http://127.0.0.1/")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        rq.Request("http://127.0.0.1/", body=b"x", json={})
+    with pytest.raises(TypeError):
+        rq.Request("http://127.0.0.1/", timeout="1")  # type: ignore[arg-type]
+
+
+def test_result_codes_map_to_exceptions():
+    # Every rq_result error code has its class, and the library's own name for it is in the message.
+    for code, cls in rq.RESULT_ERRORS.items():
+        assert cls.code == code
+    assert set(rq.RESULT_ERRORS) == set(range(1, 18))
+    assert set(rq.OUTCOME_ERRORS) == set(range(1, 12))
+    assert rq.OUTCOME_ERRORS[rq.Outcome.HTTP_STATUS] is rq.HTTPStatusError
+    with pytest.raises(rq.InvalidURLError, match="invalid URL"):
+        rq.Request("nope")
+
+
+# -- retry -----------------------------------------------------------------------------------------
+
+
+def test_retry_until_success(server, queue, uid):
+    response = queue.fetch(server.url(f"/flaky?key={uid}&fail=2&mode=reset&n=10"),
+                           retry=True, retry_delay=0)
+    assert response.status == 200 and response.attempts == 3
+    assert response.headers["x-attempt"] == "3"
+    assert len(server.requests(path_prefix=f"/flaky?key={uid}")) == 3
+
+
+def test_no_retry_by_default_and_max_attempts(server, queue, uid):
+    with pytest.raises(rq.ConnectionLostError) as info:
+        queue.fetch(server.url(f"/flaky?key={uid}a&fail=5&mode=reset"))
+    assert info.value.response.attempts == 1
+    with pytest.raises(rq.ConnectionLostError) as info:
+        queue.fetch(server.url(f"/flaky?key={uid}b&fail=5&mode=reset"), retry=True, retry_delay=0,
+                    max_attempts=2)
+    assert info.value.response.attempts == 2
+    assert len(server.requests(path_prefix=f"/flaky?key={uid}b")) == 2
+
+
+def test_retry_outcomes_select_what_is_retried(server, queue, uid):
+    # Only timeouts are retried here: a reset fails at once.
+    with pytest.raises(rq.ConnectionLostError) as info:
+        queue.fetch(server.url(f"/flaky?key={uid}&fail=5&mode=reset"), retry=True, retry_delay=0,
+                    retry_outcomes=[rq.Outcome.TIMEOUT])
+    assert info.value.response.attempts == 1
+
+
+# -- progress --------------------------------------------------------------------------------------
+
+
+def test_download_progress(server, queue):
+    reports: List[rq.Progress] = []
+    response = queue.fetch(server.url("/bytes?n=300000"),
+                           on_download_progress=lambda request, p: reports.append(p))
+    assert len(response.body) == 300000
+    assert reports, "no progress reported"
+    assert reports[-1] == rq.Progress(done=300000, total=300000, fraction=1.0)
+    dones = [p.done for p in reports]
+    assert dones == sorted(dones)
+    assert all(p.fraction is None or 0.0 <= p.fraction <= 1.0 for p in reports)
+
+
+def test_download_progress_of_unknown_length(server, queue):
+    reports: List[rq.Progress] = []
+    queue.fetch(server.url("/bytes?n=50000&chunked=1&chunk=1000"),
+                on_download_progress=lambda request, p: reports.append(p))
+    assert reports[-1] == rq.Progress(done=50000, total=50000, fraction=1.0)
+    assert all(p.total is None and p.fraction is None for p in reports[:-1])
+
+
+def test_upload_progress(server, queue):
+    reports: List[rq.Progress] = []
+    body = b"u" * 200000
+    response = queue.fetch(server.url("/upload"), method="POST", body=body,
+                           on_upload_progress=lambda request, p: reports.append(p))
+    assert response.json() == {"received": 200000}
+    assert reports[-1] == rq.Progress(done=200000, total=200000, fraction=1.0)
+
+
+# -- authentication --------------------------------------------------------------------------------
+
+
+def test_401_without_handler_is_an_http_status_error(server, queue):
+    with pytest.raises(rq.HTTPStatusError) as info:
+        queue.fetch(server.url("/basic-auth/user/pass"))
+    assert info.value.status == 401
+    assert info.value.response.headers["www-authenticate"] == 'Basic realm="fixture"'
+
+
+def test_preemptive_credentials(server, queue):
+    response = queue.fetch(server.url("/basic-auth/user/pass"), auth=("user", "pass"))
+    assert response.json() == {"authenticated": True, "user": "user"}
+    assert len(server.requests()) == 1
+
+
+def test_auth_handler_returning_a_credential(server, queue):
+    seen = []
+
+    def on_auth(request, challenge):
+        seen.append((challenge.failure_count, challenge.response.status,
+                     challenge.response.headers["www-authenticate"]))
+        return ("user", "wrong") if challenge.failure_count == 0 else ("user", "pass")
+
+    response = queue.fetch(server.url("/basic-auth/user/pass"), on_auth=on_auth)
+    assert response.status == 200
+    assert seen == [(0, 401, 'Basic realm="fixture"'), (1, 401, 'Basic realm="fixture"')]
+    assert len(server.requests()) == 3
+
+
+def test_auth_handler_continue_without_and_cancel(server, queue):
+    with pytest.raises(rq.HTTPStatusError) as info:
+        queue.fetch(server.url("/basic-auth/u/p"), on_auth=lambda r, c: c.continue_without())
+    assert info.value.status == 401
+    with pytest.raises(rq.RequestCancelled):
+        queue.fetch(server.url("/basic-auth/u/p"), on_auth=lambda r, c: c.cancel())
+
+
+def test_auth_answered_later_from_another_thread(server, queue):
+    threads = []
+    challenges = []
+
+    def on_auth(request, challenge):
+        challenges.append(challenge)
+        thread = threading.Thread(target=challenge.use_credential, args=("u", "p"))
+        threads.append(thread)
+        thread.start()
+        return None  # answered later
+
+    assert queue.fetch(server.url("/basic-auth/u/p"), on_auth=on_auth).status == 200
+    for thread in threads:
+        thread.join()
+    assert len(challenges) == 1 and challenges[0].answered
+    with pytest.raises(rq.InvalidStateError):
+        challenges[0].cancel()  # a challenge is answered once
