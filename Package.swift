@@ -4,6 +4,12 @@
 // list); `swift build` / `swift test` work as usual for development.
 import PackageDescription
 
+// Release builds: specialize the Core's generics inside the library (cross-module optimization)
+// and skip dynamic exclusivity checks on the hot paths (the code serializes access with locks).
+let optimized: [SwiftSetting] = [
+    .unsafeFlags(["-cross-module-optimization", "-enforce-exclusivity=unchecked"], .when(configuration: .release)),
+]
+
 let package = Package(
     name: "RequestQueue",
     products: [
@@ -20,12 +26,13 @@ let package = Package(
         // The public header, so that the compiler checks every @c @implementation against it.
         .systemLibrary(name: "CRequestQueueAPI", path: "Sources/CRequestQueueAPI"),
         // The queue's logic: ordering, limits, duplicates, retry, input validation. No I/O.
-        .target(name: "RequestQueueCore"),
+        .target(name: "RequestQueueCore", swiftSettings: optimized),
         // The libcurl engine, callback delivery, handles and the C boundary.
         .target(
             name: "RequestQueue",
             dependencies: ["RequestQueueCore", "CCurl", "CRequestQueueAPI"],
-            exclude: ["exports.map"]
+            exclude: ["exports.map"],
+            swiftSettings: optimized
         ),
         .testTarget(name: "RequestQueueCoreTests", dependencies: ["RequestQueueCore"]),
         .testTarget(

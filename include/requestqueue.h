@@ -408,8 +408,9 @@ RQ_API rq_result rq_request_set_timeout(rq_request *request, double seconds);
 /** Sets the time limit for connecting (default 30 s; 0 means libcurl's own default). */
 RQ_API rq_result rq_request_set_connect_timeout(rq_request *request, double seconds);
 
-/** Sets the idle limit: the attempt fails with RQ_OUTCOME_TIMEOUT when no byte arrives for this
- *  long (default 60 s, like NSURLRequest's timeout; 0 disables it). Whole seconds (rounded up). */
+/** Sets the idle limit: the attempt fails with RQ_OUTCOME_TIMEOUT when no byte is received or sent
+ *  for this long (default 60 s, like NSURLRequest's timeout; 0 disables it). Checked ten times a
+ *  second. */
 RQ_API rq_result rq_request_set_idle_timeout(rq_request *request, double seconds);
 
 /** Sets Basic-auth credentials sent with the first attempt (copied). NULL user clears them.

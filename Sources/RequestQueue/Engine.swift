@@ -25,6 +25,8 @@ final class Engine: @unchecked Sendable {
     private var transfers: [UInt: Transfer] = [:]
     private var timers: [(deadline: Double, request: Request, generation: UInt64)] = []
     private var idleHandles: [UnsafeMutableRawPointer] = []
+    private var nextIdleCheck = 0.0
+    private static let idleCheckInterval = 0.1
 
     init?(queue: Queue) {
         guard curlReady, let multi = curl_multi_init() else { return nil }
@@ -88,8 +90,13 @@ final class Engine: @unchecked Sendable {
             }
             for timer in due { start(timer.request, generation: timer.generation) }
             if !due.isEmpty { continue }
+            if !transfers.isEmpty, now >= nextIdleCheck {
+                abortIdleTransfers(now: now)
+                nextIdleCheck = now + Engine.idleCheckInterval
+            }
             var waitMs = 1000.0
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
+            if !transfers.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
             curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
         }
     }
@@ -127,9 +134,26 @@ final class Engine: @unchecked Sendable {
             transfers.removeValue(forKey: transfer.request.handle)
             let response = transfer.response(code: code)
             recycle(transfer)
-            if let retry = queue.attemptFinished(transfer.request, generation: transfer.generation, response: response) {
-                timers.append((Clock.now() + retry.delay, transfer.request, retry.generation))
-            }
+            finished(transfer, response)
+        }
+    }
+
+    /// Ends, as timed out, the transfers that moved no byte for their idle limit.
+    private func abortIdleTransfers(now: Double) {
+        for transfer in transfers.values where transfer.isIdle(now: now) {
+            transfers.removeValue(forKey: transfer.request.handle)
+            let seconds = transfer.request.idleTimeout
+            let response = transfer.response(code: CURLE_OPERATION_TIMEDOUT,
+                                             message: "no data received or sent for \(seconds) seconds")
+            recycle(transfer)
+            finished(transfer, response)
+        }
+    }
+
+    /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
+    private func finished(_ transfer: Transfer, _ response: Response) {
+        if let retry = queue.attemptFinished(transfer.request, generation: transfer.generation, response: response) {
+            timers.append((Clock.now() + retry.delay, transfer.request, retry.generation))
         }
     }
 

@@ -28,6 +28,8 @@ final class Request: @unchecked Sendable {
     var headers: [Header] = []
     var body = ByteBuffer()
     var hasBody = false
+    /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
+    var sendsBody: Bool { hasBody || method == "POST" || method == "PUT" || method == "PATCH" }
     var timeout = 0.0
     var connectTimeout = 30.0
     var idleTimeout = 60.0

@@ -19,7 +19,7 @@ final class Response: @unchecked Sendable {
     let uploaded: Int64
     let uploadTotal: Int64
 
-    init(outcome: Outcome, status: Int, headers: [(name: [UInt8], value: [UInt8])] = [], body: ByteBuffer = ByteBuffer(),
+    init(outcome: Outcome, status: Int, headers: HeaderBlock = HeaderBlock(), body: ByteBuffer = ByteBuffer(),
          url: String, message: String, attempts: Int,
          downloaded: Int64 = 0, downloadTotal: Int64 = -1, uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
         self.outcome = outcome
@@ -32,25 +32,15 @@ final class Response: @unchecked Sendable {
         self.downloadTotal = downloadTotal
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
-        let size = headers.reduce(0) { $0 + $1.name.count + $1.value.count + 2 }
-        var offsets: [(Int, Int)] = []
-        if size > 0, let raw = malloc(size) {
-            let storage = raw.assumingMemoryBound(to: UInt8.self)
-            var position = 0
-            for header in headers {
-                let nameAt = position
-                for b in header.name { storage[position] = b; position += 1 }
-                storage[position] = 0; position += 1
-                let valueAt = position
-                for b in header.value { storage[position] = b; position += 1 }
-                storage[position] = 0; position += 1
-                offsets.append((nameAt, valueAt))
-            }
+        // The block already holds "name\0value\0" pairs: one copy makes the C storage.
+        if !headers.bytes.isEmpty, let raw = malloc(headers.bytes.count) {
+            headers.bytes.withUnsafeBytes { raw.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
             headerStorage = raw.assumingMemoryBound(to: CChar.self)
+            headerOffsets = headers.offsets
         } else {
             headerStorage = nil
+            headerOffsets = []
         }
-        headerOffsets = offsets
     }
 
     deinit {
@@ -81,5 +71,34 @@ final class Response: @unchecked Sendable {
     /// The first value of a header as a Swift string (for internal decisions).
     func headerValue(_ name: String) -> String? {
         name.withCString { header(named: $0) }.map { String(cString: $0) }
+    }
+}
+
+/// Response headers as received: "name\0value\0" pairs in one buffer, with the offsets of each
+/// name and value. Built line by line on the engine thread without an allocation per header.
+struct HeaderBlock {
+    private(set) var bytes: [UInt8] = []
+    private(set) var offsets: [(name: Int, value: Int)] = []
+
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        offsets.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds one "Name: value\r\n" line; lines without a colon (the blank end line) are skipped.
+    mutating func append(line: UnsafeBufferPointer<UInt8>) {
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x0A { end -= 1 }
+        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
+        var valueStart = colon + 1
+        while valueStart < end, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
+        while end > valueStart, line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        let nameAt = bytes.count
+        bytes.append(contentsOf: line[..<colon])
+        bytes.append(0)
+        let valueAt = bytes.count
+        bytes.append(contentsOf: line[valueStart..<end])
+        bytes.append(0)
+        offsets.append((nameAt, valueAt))
     }
 }

@@ -9,12 +9,15 @@ final class Transfer {
     let easy: UnsafeMutableRawPointer
     private unowned let engine: Engine
     private var body = ByteBuffer()
-    private var headers: [(name: [UInt8], value: [UInt8])] = []
+    private var headers = HeaderBlock()
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var outOfMemory = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
     private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
+    /// Bytes moved (headers, body up and down) at the last idle check, and when they last changed.
+    private var bytesSeen: Int64 = -1
+    private var lastActivity = Clock.now()
 
     init(request: Request, generation: UInt64, easy: UnsafeMutableRawPointer, engine: Engine) {
         self.request = request
@@ -75,10 +78,6 @@ final class Transfer {
         if r.connectTimeout > 0 {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(r.connectTimeout * 1000, 1e12).rounded(.up)))
         }
-        if r.idleTimeout > 0 {
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(min(r.idleTimeout, 1e9).rounded(.up)))
-        }
         if let credentials = r.authCredentials {
             setCredentials(credentials.user, credentials.password)
             let auth: UInt = switch credentials.scheme {
@@ -100,7 +99,7 @@ final class Transfer {
 
     private func configureMethodAndBody() {
         let r = request
-        let sendsBody = r.hasBody || ["POST", "PUT", "PATCH"].contains(r.method)
+        let sendsBody = r.sendsBody
         switch r.method {
         case "HEAD":
             _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
@@ -135,8 +134,7 @@ final class Transfer {
         }
         // libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body; send the
         // caller's headers only.
-        let sendsBody = r.hasBody || ["POST", "PUT", "PATCH"].contains(r.method)
-        if sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
+        if r.sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
             list = curl_slist_append(list, "Content-Type:") ?? list
         }
         headerList = list
@@ -144,17 +142,13 @@ final class Transfer {
     }
 
     private func headerLine(_ line: UnsafeRawBufferPointer) {
-        var bytes = Array(line.bindMemory(to: UInt8.self))
-        while let last = bytes.last, last == 0x0D || last == 0x0A { bytes.removeLast() }
-        if bytes.starts(with: Array("HTTP/".utf8)) {
+        let bytes = line.bindMemory(to: UInt8.self)
+        // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
+        if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
             headers.removeAll()
             return
         }
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return }
-        var value = bytes[(colon + 1)...]
-        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
-        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
-        headers.append((Array(bytes[..<colon]), Array(value)))
+        headers.append(line: bytes)
     }
 
     private func progress(downloaded: Int64, uploaded: Int64) {
@@ -178,8 +172,26 @@ final class Transfer {
         }
     }
 
+    /// Whether nothing moved for the request's idle limit (libcurl's low-speed check averages over
+    /// its window, so a burst followed by silence would pass it for seconds).
+    func isIdle(now: Double) -> Bool {
+        guard request.idleTimeout > 0 else { return false }
+        var down: curl_off_t = 0, up: curl_off_t = 0
+        var header = 0
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up)
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
+        let moved = Int64(down) + Int64(up) + Int64(header)
+        if moved != bytesSeen {
+            bytesSeen = moved
+            lastActivity = now
+            return false
+        }
+        return now - lastActivity >= request.idleTimeout
+    }
+
     /// The response of this attempt, after libcurl reported it done with `code`.
-    func response(code: CURLcode) -> Response {
+    func response(code: CURLcode, message override: String? = nil) -> Response {
         var status = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
@@ -197,6 +209,7 @@ final class Transfer {
             outcome = outOfMemory ? .transport : Transfer.outcome(of: code)
             message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
             if outOfMemory { message = "out of memory while receiving the body" }
+            if let override { message = override }
         }
         return Response(outcome: outcome, status: status, headers: headers, body: body,
                         url: effective.map { String(cString: $0) } ?? request.url.string,
