@@ -17,7 +17,7 @@ final class Engine: @unchecked Sendable {
 
     private unowned let queue: Queue
     private let multi: UnsafeMutableRawPointer
-    private let inboxLock = Monitor()
+    private let inboxLock = Lock()
     private var inbox: [Command] = []
     private var thread = pthread_t()
 

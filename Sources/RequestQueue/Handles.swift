@@ -10,7 +10,7 @@ enum HandleKind: UInt {
 final class HandleTable: @unchecked Sendable {
     static let shared = HandleTable()
 
-    private let monitor = Monitor()
+    private let monitor = Lock()
     private var nextNumber: UInt = 1
     private var objects: [UInt: AnyObject] = [:]
 

@@ -19,7 +19,7 @@ final class Request: @unchecked Sendable {
 
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
     /// before it.
-    let lock = Monitor()
+    let lock = Lock()
     private(set) var handle: UInt = 0
 
     // Configuration: written only while `state == .new`, read freely once frozen.

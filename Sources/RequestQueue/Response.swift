@@ -87,17 +87,20 @@ struct HeaderBlock {
 
     /// Adds one "Name: value\r\n" line; lines without a colon (the blank end line) are skipped.
     mutating func append(line: UnsafeBufferPointer<UInt8>) {
+        guard let base = line.baseAddress else { return }
         var end = line.count
-        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x0A { end -= 1 }
-        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
+        while end > 0, base[end - 1] == 0x0D || base[end - 1] == 0x0A { end -= 1 }
+        guard let found = memchr(base, Int32(UInt8(ascii: ":")), end) else { return }
+        let colon = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
         var valueStart = colon + 1
-        while valueStart < end, line[valueStart] == 0x20 || line[valueStart] == 0x09 { valueStart += 1 }
-        while end > valueStart, line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        while valueStart < end, base[valueStart] == 0x20 || base[valueStart] == 0x09 { valueStart += 1 }
+        while end > valueStart, base[end - 1] == 0x20 || base[end - 1] == 0x09 { end -= 1 }
+        if bytes.capacity == 0 { bytes.reserveCapacity(512) }
         let nameAt = bytes.count
-        bytes.append(contentsOf: line[..<colon])
+        bytes.append(contentsOf: UnsafeBufferPointer(start: base, count: colon))
         bytes.append(0)
         let valueAt = bytes.count
-        bytes.append(contentsOf: line[valueStart..<end])
+        bytes.append(contentsOf: UnsafeBufferPointer(start: base + valueStart, count: end - valueStart))
         bytes.append(0)
         offsets.append((nameAt, valueAt))
     }

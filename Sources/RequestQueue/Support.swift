@@ -49,6 +49,25 @@ final class Monitor: @unchecked Sendable {
     func broadcast() { pthread_cond_broadcast(condition) }
 }
 
+/// A plain pthread mutex, for state that is never waited on.
+final class Lock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    @inline(__always)
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}
+
 enum Clock {
     /// Monotonic time in seconds.
     static func now() -> Double {
