@@ -51,6 +51,10 @@
  * - Times are `double` seconds. Negative, NaN or infinite values are rejected with
  *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
  * - Booleans are `int`: 0 is false, any other value is true.
+ * - Security defaults: only http and https URLs are accepted, for requests and for redirects;
+ *   TLS certificates and host names are verified; at most 10 redirects are followed; credentials
+ *   (set with `rq_request_set_credentials`, answered to a challenge, or an Authorization header)
+ *   are not sent to another host after a redirect.
  *
  * ===================================================================================================
  * Threading and callbacks
@@ -204,7 +208,9 @@ typedef enum rq_outcome {
     /** A redirect pointed to a URL or scheme that is not allowed. */
     RQ_OUTCOME_BAD_REDIRECT = 10,
     /** Any other transport failure; the message says more. */
-    RQ_OUTCOME_TRANSPORT = 11
+    RQ_OUTCOME_TRANSPORT = 11,
+    /** The response body exceeded the request's maximum response size. */
+    RQ_OUTCOME_RESPONSE_TOO_LARGE = 12
 } rq_outcome;
 
 /** A static name for an outcome ("timed out", ...). Unknown values give "unknown outcome". */
@@ -417,6 +423,22 @@ RQ_API rq_result rq_request_set_idle_timeout(rq_request *request, double seconds
  *  Credentials are not sent to other hosts after a redirect. */
 RQ_API rq_result rq_request_set_credentials(rq_request *request, const char *user,
                                             const char *password);
+
+/** Sets the maximum number of redirects followed (default 10; 0 follows none and delivers the 3xx
+ *  response itself). More redirects complete with RQ_OUTCOME_TOO_MANY_REDIRECTS. Redirects go only
+ *  to http and https URLs. At most 1000. */
+RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_redirects);
+
+/** Sets the maximum size of the response body in bytes; a larger body (announced by Content-Length
+ *  or counted while it arrives) ends the attempt with RQ_OUTCOME_RESPONSE_TOO_LARGE. 0 means no
+ *  limit (default). */
+RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t max_bytes);
+
+/** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
+ *  the system's (copied path; the file is read when the request runs). TLS certificates and host
+ *  names are always verified: there is no switch to turn verification off. NULL restores the
+ *  system's CAs. */
+RQ_API rq_result rq_request_set_ca_file(rq_request *request, const char *path);
 
 /** Sets the completion callback and the context given to every callback of this request, with
  *  an optional finalizer for the context. `fn` may be NULL (no completion callback; the finalizer

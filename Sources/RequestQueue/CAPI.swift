@@ -336,6 +336,28 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
     }
 }
 
+@c @implementation public func rq_request_set_max_redirects(_ pointer: OpaquePointer?, _ maxRedirects: UInt32) -> rq_result {
+    configure(pointer) { r in
+        guard maxRedirects <= 1000 else { return RQ_ERR_INVALID_ARGUMENT }
+        r.maxRedirects = Int(maxRedirects)
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_max_response_size(_ pointer: OpaquePointer?, _ maxBytes: UInt64) -> rq_result {
+    configure(pointer) { r in
+        r.maxResponseSize = maxBytes
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_ca_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
+    configure(pointer) { r in
+        r.caFile = path.map { String(cString: $0) }
+        return RQ_OK
+    }
+}
+
 @c @implementation public func rq_request_set_completion(_ pointer: OpaquePointer?, _ fn: rq_completion_fn?, _ context: UnsafeMutableRawPointer?,
                                                          _ contextFree: rq_context_free_fn?) -> rq_result {
     configure(pointer) { r in

@@ -42,6 +42,9 @@ final class Request: @unchecked Sendable {
     var downloadProgress: rq_progress_fn?
     var authHandler: rq_auth_fn?
     var retry = RetryPolicy()
+    var maxRedirects = 10
+    var maxResponseSize: UInt64 = 0
+    var caFile: String?
 
     // Lifecycle, under `lock`.
     var state = RequestState.new

@@ -13,6 +13,7 @@ final class Transfer {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var outOfMemory = false
+    private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
     private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
     /// Bytes moved (headers, body up and down) at the last idle check, and when they last changed.
@@ -41,7 +42,12 @@ final class Transfer {
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 10)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, r.maxRedirects)
+        if r.maxRedirects == 0 { _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0) }
+        if r.maxResponseSize > 0 {
+            _ = ccurl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(clamping: r.maxResponseSize))
+        }
+        if let caFile = r.caFile { _ = caFile.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_CAINFO, $0) } }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
@@ -50,6 +56,11 @@ final class Transfer {
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
             let transfer = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+            let limit = transfer.request.maxResponseSize
+            if limit > 0, UInt64(transfer.body.count) + UInt64(size * count) > limit {
+                transfer.tooLarge = true
+                return 0
+            }
             if transfer.body.append(data, size * count) { return size * count }
             transfer.outOfMemory = true
             return 0
@@ -206,9 +217,12 @@ final class Transfer {
             outcome = status >= 400 ? .httpStatus : .ok
             message = status >= 400 ? "The server returned a \(status) error" : ""
         } else {
-            outcome = outOfMemory ? .transport : Transfer.outcome(of: code)
+            outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge : Transfer.outcome(of: code)
             message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
             if outOfMemory { message = "out of memory while receiving the body" }
+            if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
+                message = "the response body is larger than the maximum of \(request.maxResponseSize) bytes"
+            }
             if let override { message = override }
         }
         return Response(outcome: outcome, status: status, headers: headers, body: body,
@@ -240,6 +254,7 @@ final class Transfer {
         case CURLE_TOO_MANY_REDIRECTS: .tooManyRedirects
         case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP3: .badResponse
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: .badRedirect
+        case CURLE_FILESIZE_EXCEEDED: .responseTooLarge
         default: .transport
         }
     }

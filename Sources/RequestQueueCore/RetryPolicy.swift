@@ -12,6 +12,7 @@ public enum Outcome: Int32, Sendable, CaseIterable {
     case badResponse = 9
     case badRedirect = 10
     case transport = 11
+    case responseTooLarge = 12
 }
 
 /// When and after how long a failed attempt is tried again.
