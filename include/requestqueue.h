@@ -210,7 +210,10 @@ typedef enum rq_outcome {
     /** Any other transport failure; the message says more. */
     RQ_OUTCOME_TRANSPORT = 11,
     /** The response body exceeded the request's maximum response size. */
-    RQ_OUTCOME_RESPONSE_TOO_LARGE = 12
+    RQ_OUTCOME_RESPONSE_TOO_LARGE = 12,
+    /** The output file (`rq_request_set_output_file`) could not be opened or written; the message
+     *  names the file and the system's error. */
+    RQ_OUTCOME_FILE_ERROR = 13
 } rq_outcome;
 
 /** A static name for an outcome ("timed out", ...). Unknown values give "unknown outcome". */
@@ -275,8 +278,44 @@ typedef enum rq_duplicates {
     /** Adding a request cancels every earlier equal request of the queue (default). */
     RQ_DUPLICATES_CANCEL_EARLIER = 0,
     /** Equal requests are independent and each is sent. */
-    RQ_DUPLICATES_ALLOW = 1
+    RQ_DUPLICATES_ALLOW = 1,
+    /** An equal request with a safe method (GET, HEAD, OPTIONS) joins the equal request already
+     *  waiting or running and shares its transfer: every one of them gets the same result, in
+     *  its own completion (and its own progress calls). Cancelling one of them completes only that
+     *  one; the transfer stops when every one of them was cancelled. Other methods are added as
+     *  usual. */
+    RQ_DUPLICATES_COALESCE = 2
 } rq_duplicates;
+
+/** Priority levels: waiting requests of a higher level start first; within a level, the queue's
+ *  order (FIFO or LIFO) applies. Running requests are never preempted. */
+typedef enum rq_priority {
+    RQ_PRIORITY_VERY_LOW = -2,
+    RQ_PRIORITY_LOW = -1,
+    RQ_PRIORITY_NORMAL = 0,
+    RQ_PRIORITY_HIGH = 1,
+    RQ_PRIORITY_VERY_HIGH = 2
+} rq_priority;
+
+/** Queue-level counters since the queue was created (see `rq_queue_get_stats`). */
+typedef struct rq_queue_stats {
+    /** Set by the caller to sizeof(rq_queue_stats), so that later versions can add fields. */
+    size_t size;
+    /** Requests accepted by `rq_add` (coalesced ones included). */
+    uint64_t added;
+    /** Requests whose first attempt started, and further attempts started by retry. */
+    uint64_t started;
+    uint64_t retried;
+    /** Completions by outcome: RQ_OUTCOME_OK, RQ_OUTCOME_CANCELLED, and every other one. */
+    uint64_t succeeded;
+    uint64_t cancelled;
+    uint64_t failed;
+    /** Requests that shared the transfer of an equal one (RQ_DUPLICATES_COALESCE). */
+    uint64_t coalesced;
+    /** Body bytes received and sent by completed requests. */
+    uint64_t bytes_down;
+    uint64_t bytes_up;
+} rq_queue_stats;
 
 typedef enum rq_request_state {
     /** Created, not yet added or started; may still be changed. */
@@ -320,6 +359,24 @@ RQ_API rq_result rq_queue_get_order(rq_queue *queue, rq_order *out_order);
 RQ_API rq_result rq_queue_set_duplicates(rq_queue *queue, rq_duplicates duplicates);
 RQ_API rq_result rq_queue_get_duplicates(rq_queue *queue, rq_duplicates *out_duplicates);
 
+/** Sets the maximum number of requests running at once to one origin (scheme, host and port, as
+ *  written in the URL), besides the queue's limit; 0 means no per-host limit (default). A waiting
+ *  request whose host is at its limit keeps its place while requests to other hosts start. */
+RQ_API rq_result rq_queue_set_max_per_host(rq_queue *queue, size_t max_per_host);
+RQ_API rq_result rq_queue_get_max_per_host(rq_queue *queue, size_t *out_max_per_host);
+
+/** Limits how often requests start: at most `starts` starts per `interval_seconds` (a token bucket
+ *  that holds `starts` tokens and refills continuously), for the whole queue, or for each origin
+ *  when `per_host` is non-zero. Retries of a running request do not take tokens. `starts` 0
+ *  removes the limit (default). Errors: RQ_ERR_INVALID_ARGUMENT (interval not in (0, 1e6]). */
+RQ_API rq_result rq_queue_set_rate_limit(rq_queue *queue, unsigned starts, double interval_seconds,
+                                         int per_host);
+
+/** Writes the queue's counters into `*out_stats`; set `out_stats->size` to
+ *  sizeof(rq_queue_stats) first (a smaller size gets only the fields that fit; too small for the
+ *  first field gives RQ_ERR_INVALID_ARGUMENT). */
+RQ_API rq_result rq_queue_get_stats(rq_queue *queue, rq_queue_stats *out_stats);
+
 /** Suspends the queue: no waiting request starts until `rq_queue_resume`. Running requests go on;
  *  nothing is cancelled. Suspending a suspended queue is a no-op. */
 RQ_API rq_result rq_queue_suspend(rq_queue *queue);
@@ -341,6 +398,17 @@ RQ_API rq_result rq_queue_count(rq_queue *queue, size_t *out_count);
  *  completed and every owner freed it, so using one later is safe but may fail.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_OUT_OF_MEMORY. */
 RQ_API rq_result rq_queue_snapshot(rq_queue *queue, rq_request ***out_requests, size_t *out_count);
+
+/** Like `rq_queue_snapshot`, for the requests whose tag equals `tag` only. */
+RQ_API rq_result rq_queue_snapshot_tag(rq_queue *queue, const char *tag, rq_request ***out_requests,
+                                       size_t *out_count);
+
+/** Writes the number of waiting and running requests whose tag equals `tag`. */
+RQ_API rq_result rq_queue_count_tag(rq_queue *queue, const char *tag, size_t *out_count);
+
+/** Cancels the waiting and running requests whose tag equals `tag`, as `rq_cancel` does, and
+ *  writes how many were cancelled to `out_cancelled` unless it is NULL. */
+RQ_API rq_result rq_queue_cancel_tag(rq_queue *queue, const char *tag, size_t *out_cancelled);
 
 /** Frees an array written by `rq_queue_snapshot`. NULL is a no-op. */
 RQ_API void rq_snapshot_free(rq_request **requests);
@@ -460,12 +528,14 @@ RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn)
 /** Turns automatic retry on or off (off by default). When on, an attempt that fails with one of
  *  the retry outcomes is started again after the retry delay, from an empty body, while the
  *  request keeps its place among the running requests. HTTP error statuses are not retried unless
- *  RQ_OUTCOME_HTTP_STATUS is among the retry outcomes. Like libcurl and browsers, a request sent
+ *  RQ_OUTCOME_HTTP_STATUS is among the retry outcomes or the status among the retry statuses.
+ *  Methods that are not idempotent (POST, PATCH, ...) are not retried unless allowed with
+ *  `rq_request_set_retry_non_idempotent`. Like libcurl and browsers, a request sent
  *  on a reused keep-alive connection that the server closed before answering anything is sent
  *  once more on a new connection within the same attempt. */
 RQ_API rq_result rq_request_set_retry(rq_request *request, int enabled);
 
-/** Sets the delay before a retry (default 5 s; at most 1e6 s). */
+/** Sets the delay before the first retry (default 5 s; at most 1e6 s). */
 RQ_API rq_result rq_request_set_retry_delay(rq_request *request, double seconds);
 
 /** Sets the outcomes that are retried (copied). The default set is RQ_OUTCOME_TIMEOUT,
@@ -475,6 +545,22 @@ RQ_API rq_result rq_request_set_retry_delay(rq_request *request, double seconds)
 RQ_API rq_result rq_request_set_retry_outcomes(rq_request *request, const rq_outcome *outcomes,
                                                size_t count);
 
+/** Makes the retry delay grow: the n-th retry waits delay * multiplier^(n-1) (multiplier 1, the
+ *  default, keeps it fixed; at most 100), capped at `max_delay` seconds (0 = no cap). Then a random
+ *  fraction of up to `jitter` (0 to 1; default 0) of the delay is taken off, so that clients do not
+ *  retry in step. A server's Retry-After on 429 and 503 is honoured (the delay is at least that);
+ *  one above `max_delay` ends the retries. */
+RQ_API rq_result rq_request_set_retry_backoff(rq_request *request, double multiplier, double max_delay,
+                                              double jitter);
+
+/** Sets HTTP statuses to retry (copied; 400 to 599), such as 429, 502, 503, 504. None by default. */
+RQ_API rq_result rq_request_set_retry_statuses(rq_request *request, const int *statuses, size_t count);
+
+/** Allows retries of a method that is not idempotent (POST, PATCH, or any method other than GET,
+ *  HEAD, OPTIONS, TRACE, PUT and DELETE), which are never retried otherwise: the server may have
+ *  acted on the failed attempt. */
+RQ_API rq_result rq_request_set_retry_non_idempotent(rq_request *request, int allow);
+
 /** Sets the maximum number of attempts, the first included; 0 means unlimited (default, as in
  *  the original RequestQueue). At most 1000000. */
 RQ_API rq_result rq_request_set_max_attempts(rq_request *request, unsigned max_attempts);
@@ -482,6 +568,17 @@ RQ_API rq_result rq_request_set_max_attempts(rq_request *request, unsigned max_a
 /** Starts the request on its own, without a visible queue (an internal one with no limit). It
  *  completes like a queued request, with threaded delivery. Errors: RQ_ERR_ALREADY_ADDED. */
 RQ_API rq_result rq_request_start(rq_request *request);
+
+/** Sets the request's priority (RQ_PRIORITY_NORMAL by default). Unlike other settings it may
+ *  change while the request waits: it then moves to its new level (behind the waiting requests of
+ *  that level in FIFO order, ahead of them in LIFO order). For a running request it has no effect.
+ *  Errors: RQ_ERR_INVALID_ARGUMENT, RQ_ERR_NOT_ACTIVE (completed). */
+RQ_API rq_result rq_request_set_priority(rq_request *request, rq_priority priority);
+RQ_API rq_result rq_request_get_priority(rq_request *request, rq_priority *out_priority);
+
+/** Sets a tag (copied; NULL removes it) to cancel, count or list requests by
+ *  (`rq_queue_cancel_tag`, `rq_queue_count_tag`, `rq_queue_snapshot_tag`). One tag per request. */
+RQ_API rq_result rq_request_set_tag(rq_request *request, const char *tag);
 
 /** Writes the request's state (see rq_request_state). */
 RQ_API rq_result rq_request_get_state(rq_request *request, rq_request_state *out_state);
@@ -542,6 +639,112 @@ RQ_API rq_result rq_auth_continue_without(rq_auth_challenge *challenge);
 
 /** Answers a challenge by cancelling the request (RQ_OUTCOME_CANCELLED). */
 RQ_API rq_result rq_auth_cancel(rq_auth_challenge *challenge);
+
+/* ===================================================================================================
+ * Streaming
+ * =================================================================================================== */
+
+/** Receives the body of a response piece by piece (see `rq_request_set_body_callback`). `data`
+ *  holds `size` bytes (never 0), borrowed for the call. `offset` is the position of `data[0]` in
+ *  the body of the current attempt: it is 0 for the first piece of a body, and 0 again when a
+ *  retried attempt starts the body over. Return 0 to go on; any other value cancels the request:
+ *  no further piece is delivered and the completion says RQ_OUTCOME_CANCELLED. */
+typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *data, size_t size,
+                          uint64_t offset);
+
+/** Delivers the body to `fn` as it arrives instead of collecting it (NULL removes the callback),
+ *  so that memory stays bounded whatever the size of the body.
+ *
+ *  - What is streamed: the body of a final response with a 2xx status. The body of any other
+ *    response (an HTTP error, a 3xx when redirects are not followed, a 401 handed to the
+ *    authentication handler) is collected and delivered in the response as usual. After a
+ *    success, the completion's body is empty.
+ *  - Delivery: like progress callbacks, with the request's context, on the queue's delivery thread
+ *    (RQ_DELIVERY_THREADED) or inside `rq_queue_dispatch` (RQ_DELIVERY_DISPATCH), in order, all of
+ *    them before the completion.
+ *  - Bounded memory: while more than about 1 MiB of received data waits for delivery, the transfer
+ *    is paused (libcurl stops reading the connection and TCP slows the server down) and it resumes
+ *    once the callbacks have caught up. A slow callback, or a dispatch-mode host that dispatches
+ *    slowly, thus slows the download instead of filling memory. Time spent paused does not count
+ *    toward the idle timeout (`rq_request_set_idle_timeout`); it does count toward the total
+ *    timeout (`rq_request_set_timeout`).
+ *  - Retries: pieces of a failed attempt have been delivered; the next attempt starts the body
+ *    over, from offset 0. The size of the final body is `bytes_down` in `rq_response_metrics`.
+ *  - Cancellation: after `rq_cancel`, pieces received before the cancel may still be delivered,
+ *    before the completion. The maximum response size applies to the streamed bytes as well.
+ *  - A request that streams its body never shares the transfer of another one
+ *    (RQ_DUPLICATES_COALESCE adds it as an independent request).
+ *  Errors: RQ_ERR_INVALID_STATE (an output file is set: a body goes to one place),
+ *  RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn);
+
+/** Writes the body into the file at `path` (copied; a relative path is taken from the working
+ *  directory when the request runs) instead of collecting it. The queue's engine thread writes
+ *  each piece as it arrives, so memory stays bounded whatever the size. NULL removes the setting.
+ *
+ *  - The file is opened when the headers of a final response with a 2xx status have arrived: it is
+ *    created (mode 0644, less the umask) or truncated, then written. A response with another status
+ *    leaves the file as it was (not even created); its body is delivered in the response as usual.
+ *    After a success the completion's body is empty. The library does not fsync the file.
+ *  - With `resume` non-zero, an attempt that finds a regular file of S > 0 bytes at `path` sends
+ *    `Range: bytes=S-` (in place of any Range header of the request). A 206 answer whose
+ *    Content-Range starts at S is appended to the file; a 200 answer (a server that ignores
+ *    ranges) rewrites the file from the start; a 206 starting elsewhere ends the attempt with
+ *    RQ_OUTCOME_BAD_RESPONSE and leaves the file as it was. A 416 answer (usually: the file is
+ *    already complete) is an HTTP error, RQ_OUTCOME_HTTP_STATUS, and leaves the file as it was. No
+ *    validator (If-Range) is sent: resume only files of a resource that does not change.
+ *  - A failed attempt leaves what it wrote in place, so that it can be resumed later. With retry
+ *    on, the next attempt rewrites the file, or with `resume` continues from its size at that time.
+ *  - Progress callbacks and `bytes_down` in `rq_response_metrics` count the bytes of the current
+ *    transfer, not those already in the file.
+ *  - The file cannot be opened or written (no such folder, permissions, disk full, ...): the
+ *    attempt ends with RQ_OUTCOME_FILE_ERROR, whose message names the file and the system error.
+ *  - A request with an output file never shares the transfer of another one
+ *    (RQ_DUPLICATES_COALESCE adds it as an independent request).
+ *  Errors: RQ_ERR_INVALID_ARGUMENT (empty path), RQ_ERR_INVALID_STATE (a body callback is set),
+ *  RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_output_file(rq_request *request, const char *path, int resume);
+
+/* ===================================================================================================
+ * Metrics
+ * =================================================================================================== */
+
+/** Figures of one request, read from its response (see `rq_response_metrics`). Times are seconds;
+ *  -1 means "does not apply" (no attempt started, no TLS, the step was not reached). */
+typedef struct rq_metrics {
+    /** Set by the caller to sizeof(rq_metrics), so that later versions can add fields. On return,
+     *  the number of bytes written. */
+    size_t size;
+    /** From `rq_add` (or `rq_request_start`) to the start of the first attempt: the time spent
+     *  waiting in the queue. */
+    double queued;
+    /** From the start of the last attempt to: the host name resolved, the connection made, the
+     *  TLS handshake done (-1 over plain http), the first byte of the response received, and the
+     *  end of the attempt. They never decrease in this order (dns <= connect <= tls <= first_byte
+     *  <= total, leaving out those at -1). On a reused connection, dns and connect are near 0.
+     *  After redirects, dns to first_byte describe the last exchange; total spans them all. */
+    double dns;
+    double connect;
+    double tls;
+    double first_byte;
+    double total;
+    /** Body bytes received and sent by the last attempt (for a resumed download: the bytes of
+     *  this transfer, not those already in the file). */
+    uint64_t bytes_down;
+    uint64_t bytes_up;
+    /** The number of attempts made, as `rq_response_attempts`. */
+    unsigned attempts;
+    /** 1 when the last attempt used a connection kept open by an earlier request, 0 when it made a
+     *  new one (or made none). */
+    int connection_reused;
+} rq_metrics;
+
+/** Writes the metrics of the request that `response` completes (a borrowed response, in the
+ *  completion or an authentication challenge) into `*out_metrics`. Set `out_metrics->size` to
+ *  sizeof(rq_metrics) first: a smaller size gets only the fields that fit; a size too small for the
+ *  first field gives RQ_ERR_INVALID_ARGUMENT. A request cancelled before it started has attempts 0
+ *  and every time at -1. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT. */
+RQ_API rq_result rq_response_metrics(const rq_response *response, rq_metrics *out_metrics);
 
 #ifdef __cplusplus
 }

@@ -47,4 +47,9 @@ static const unsigned long ccurl_auth_any = CURLAUTH_ANY;
 /* CURLMsg's payload is a union; read it in C. */
 static inline CURLcode ccurl_msg_result(const CURLMsg *m) { return m->data.result; }
 
+/* Streaming: pausing a transfer from its write callback, resuming it later (macros with casts or
+ * expressions, which Swift does not import). */
+static const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+static inline CURLcode ccurl_easy_unpause(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
+
 #endif

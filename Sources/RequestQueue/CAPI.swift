@@ -123,8 +123,9 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
 @c @implementation public func rq_queue_set_duplicates(_ pointer: OpaquePointer?, _ mode: rq_duplicates) -> rq_result {
     withQueue(pointer) { q in
         switch mode {
-        case RQ_DUPLICATES_CANCEL_EARLIER: q.cancelsEarlierDuplicates = true
-        case RQ_DUPLICATES_ALLOW: q.cancelsEarlierDuplicates = false
+        case RQ_DUPLICATES_CANCEL_EARLIER: q.duplicates = .cancelEarlier
+        case RQ_DUPLICATES_ALLOW: q.duplicates = .allow
+        case RQ_DUPLICATES_COALESCE: q.duplicates = .coalesce
         default: return RQ_ERR_INVALID_ARGUMENT
         }
         return RQ_OK
@@ -134,7 +135,56 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
 @c @implementation public func rq_queue_get_duplicates(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_duplicates>?) -> rq_result {
     withQueue(pointer) { q in
         guard let out else { return RQ_ERR_NULL_ARGUMENT }
-        out.pointee = q.cancelsEarlierDuplicates ? RQ_DUPLICATES_CANCEL_EARLIER : RQ_DUPLICATES_ALLOW
+        out.pointee = switch q.duplicates {
+        case .cancelEarlier: RQ_DUPLICATES_CANCEL_EARLIER
+        case .allow: RQ_DUPLICATES_ALLOW
+        case .coalesce: RQ_DUPLICATES_COALESCE
+        }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_set_max_per_host(_ pointer: OpaquePointer?, _ value: Int) -> rq_result {
+    withQueue(pointer) { q in
+        q.maxPerHost = Int(clamping: UInt(bitPattern: value))
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_max_per_host(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.maxPerHost
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_set_rate_limit(_ pointer: OpaquePointer?, _ starts: UInt32, _ interval: Double, _ perHost: Int32) -> rq_result {
+    withQueue(pointer) { q in
+        if starts == 0 {
+            q.rateLimit = nil
+            return RQ_OK
+        }
+        guard interval.isFinite, interval > 0, interval <= 1e6 else { return RQ_ERR_INVALID_ARGUMENT }
+        q.rateLimit = RateLimit(starts: Int(starts), interval: interval, perHost: perHost != 0)
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_stats(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_queue_stats>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        let size = out.pointee.size
+        guard size >= MemoryLayout<Int>.size + MemoryLayout<UInt64>.size else { return RQ_ERR_INVALID_ARGUMENT }
+        let s = q.statistics
+        var full = rq_queue_stats(size: MemoryLayout<rq_queue_stats>.size, added: s.added, started: s.started,
+                                  retried: s.retried, succeeded: s.succeeded, cancelled: s.cancelled, failed: s.failed,
+                                  coalesced: s.coalesced, bytes_down: s.bytesDown, bytes_up: s.bytesUp)
+        let byteCount = min(size, MemoryLayout<rq_queue_stats>.size)
+        full.size = byteCount
+        withUnsafeBytes(of: &full) { bytes in
+            if let base = bytes.baseAddress { UnsafeMutableRawPointer(out).copyMemory(from: base, byteCount: byteCount) }
+        }
         return RQ_OK
     }
 }
@@ -167,14 +217,44 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
                                                  _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
         guard let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
-        let requests = q.snapshot()
-        guard let raw = malloc(max(1, requests.count) * MemoryLayout<OpaquePointer?>.stride) else { return RQ_ERR_OUT_OF_MEMORY }
-        let list = raw.bindMemory(to: OpaquePointer?.self, capacity: max(1, requests.count))
-        for (i, r) in requests.enumerated() { list[i] = r.pointer }
-        outList.pointee = list
-        outCount.pointee = requests.count
+        return writeList(q.snapshot(), outList, outCount)
+    }
+}
+
+@c @implementation public func rq_queue_snapshot_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?,
+                                                     _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>?,
+                                                     _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let tag, let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
+        return writeList(q.snapshot(tag: String(cString: tag)), outList, outCount)
+    }
+}
+
+@c @implementation public func rq_queue_count_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let tag, let out else { return RQ_ERR_NULL_ARGUMENT }
+        out.pointee = q.snapshot(tag: String(cString: tag)).count
         return RQ_OK
     }
+}
+
+@c @implementation public func rq_queue_cancel_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let tag else { return RQ_ERR_NULL_ARGUMENT }
+        let cancelled = q.cancelAll(tag: String(cString: tag))
+        out?.pointee = cancelled
+        return RQ_OK
+    }
+}
+
+private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>,
+                       _ outCount: UnsafeMutablePointer<Int>) -> rq_result {
+    guard let raw = malloc(max(1, requests.count) * MemoryLayout<OpaquePointer?>.stride) else { return RQ_ERR_OUT_OF_MEMORY }
+    let list = raw.bindMemory(to: OpaquePointer?.self, capacity: max(1, requests.count))
+    for (i, r) in requests.enumerated() { list[i] = r.pointer }
+    outList.pointee = list
+    outCount.pointee = requests.count
+    return RQ_OK
 }
 
 @c @implementation public func rq_snapshot_free(_ list: UnsafeMutablePointer<OpaquePointer?>?) { free(list) }
@@ -423,11 +503,73 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
     return standaloneQueue.add(r)
 }
 
+@c @implementation public func rq_request_set_priority(_ pointer: OpaquePointer?, _ priority: rq_priority) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    let level = Int(priority.rawValue)
+    guard (-2...2).contains(level) else { return RQ_ERR_INVALID_ARGUMENT }
+    let (state, queue) = r.lock.withLock { (r.state, r.queue) }
+    switch state {
+    case .new:
+        return r.configure { r in r.priority = level; return RQ_OK }
+    case .completed:
+        return RQ_ERR_NOT_ACTIVE
+    case .waiting, .running:
+        guard let queue else { return RQ_ERR_NOT_ACTIVE }
+        return queue.setPriority(r, level)
+    }
+}
+
+@c @implementation public func rq_request_get_priority(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_priority>?) -> rq_result {
+    let (r, result) = request(pointer)
+    guard let r else { return result }
+    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    out.pointee = rq_priority(rawValue: Int32(r.lock.withLock { r.priority }))
+    return RQ_OK
+}
+
+@c @implementation public func rq_request_set_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?) -> rq_result {
+    configure(pointer) { r in
+        r.tag = tag.map { String(cString: $0) }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_retry_backoff(_ pointer: OpaquePointer?, _ multiplier: Double, _ maxDelay: Double, _ jitter: Double) -> rq_result {
+    configure(pointer) { r in
+        guard multiplier.isFinite, multiplier >= 1, multiplier <= 100, validSeconds(maxDelay),
+              jitter.isFinite, jitter >= 0, jitter <= 1 else { return RQ_ERR_INVALID_ARGUMENT }
+        r.retry.multiplier = multiplier
+        r.retry.maxDelay = maxDelay
+        r.retry.jitter = jitter
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_retry_statuses(_ pointer: OpaquePointer?, _ statuses: UnsafePointer<Int32>?, _ count: Int) -> rq_result {
+    let n = UInt(bitPattern: count)
+    guard statuses != nil || n == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    return configure(pointer) { r in
+        guard n <= 200 else { return RQ_ERR_INVALID_ARGUMENT }
+        var set = Set<Int>()
+        for i in 0..<Int(n) {
+            guard let status = statuses?[i], (400...599).contains(status) else { return RQ_ERR_INVALID_ARGUMENT }
+            set.insert(Int(status))
+        }
+        r.retry.statuses = set
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_retry_non_idempotent(_ pointer: OpaquePointer?, _ allow: Int32) -> rq_result {
+    configure(pointer) { r in r.retry.retriesNonIdempotent = allow != 0; return RQ_OK }
+}
+
 @c @implementation public func rq_request_get_state(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_request_state>?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
     guard let out else { return RQ_ERR_NULL_ARGUMENT }
-    out.pointee = rq_request_state(rawValue: r.lock.withLock { r.state.rawValue })
+    out.pointee = rq_request_state(rawValue: r.lock.withLock { r.detached ? RequestState.completed.rawValue : r.state.rawValue })
     return RQ_OK
 }
 

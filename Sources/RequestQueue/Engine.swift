@@ -12,7 +12,11 @@ final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)
         case abort(Request)
+        /// Call the queue's `startDue` at this monotonic time (rate limit).
+        case wake(at: Double)
         case shutdown
+        /// Un-pause the transfer of a streamed body: the delivery caught up (Streaming.swift).
+        case resume(Request)
     }
 
     private unowned let queue: Queue
@@ -24,6 +28,7 @@ final class Engine: @unchecked Sendable {
     // Engine thread only.
     private var transfers: [UInt: Transfer] = [:]
     private var timers: [(deadline: Double, request: Request, generation: UInt64)] = []
+    private var wakeAt: Double?
     private var idleHandles: [UnsafeMutableRawPointer] = []
     private var nextIdleCheck = 0.0
     private static let idleCheckInterval = 0.1
@@ -70,6 +75,8 @@ final class Engine: @unchecked Sendable {
                 case let .abort(request):
                     timers.removeAll { $0.request === request }
                     if let transfer = transfers.removeValue(forKey: request.handle) { recycle(transfer) }
+                case let .wake(at):
+                    wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
                     for transfer in transfers.values { recycle(transfer) }
                     transfers.removeAll()
@@ -78,6 +85,8 @@ final class Engine: @unchecked Sendable {
                     idleHandles.removeAll()
                     curl_multi_cleanup(multi)
                     return
+                case let .resume(request):
+                    transfers[request.handle]?.unpause()
                 }
             }
             curl_multi_perform(multi, &running)
@@ -89,6 +98,11 @@ final class Engine: @unchecked Sendable {
                 return false
             }
             for timer in due { start(timer.request, generation: timer.generation) }
+            if let wake = wakeAt, wake <= now {
+                wakeAt = nil
+                queue.startDue()
+                continue
+            }
             if !due.isEmpty { continue }
             if !transfers.isEmpty, now >= nextIdleCheck {
                 abortIdleTransfers(now: now)
@@ -96,6 +110,7 @@ final class Engine: @unchecked Sendable {
             }
             var waitMs = 1000.0
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
+            if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !transfers.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
             curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
         }
@@ -161,11 +176,21 @@ final class Engine: @unchecked Sendable {
     private func recycle(_ transfer: Transfer) {
         curl_multi_remove_handle(multi, transfer.easy)
         transfer.release()
+        // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
+        if transfer.paused {
+            curl_easy_cleanup(transfer.easy)
+            return
+        }
         curl_easy_reset(transfer.easy)
         if idleHandles.count < 256 { idleHandles.append(transfer.easy) } else { curl_easy_cleanup(transfer.easy) }
     }
 
     func reportProgress(_ transfer: Transfer, upload: Bool, done: Int64, total: Int64) {
         queue.progress(transfer.request, generation: transfer.generation, upload: upload, done: done, total: total)
+    }
+
+    /// Posts a chunk of a streamed body; false when the attempt is no longer current.
+    func postChunk(_ transfer: Transfer, _ chunk: StreamChunk) -> Bool {
+        queue.postChunk(transfer.request, generation: transfer.generation, chunk)
     }
 }

@@ -20,6 +20,27 @@ final class Queue: @unchecked Sendable {
         case progress(Request, upload: Bool, done: Int64, total: Int64)
         case challenge(Request, Challenge, failures: Int)
         case completion(Request, Response)
+        /// A piece of a streamed body (Streaming.swift).
+        case chunk(Request, StreamChunk)
+    }
+
+    enum Duplicates {
+        case cancelEarlier
+        case allow
+        case coalesce
+    }
+
+    /// Queue-level counters (`rq_queue_stats`).
+    struct Stats {
+        var added: UInt64 = 0
+        var started: UInt64 = 0
+        var retried: UInt64 = 0
+        var succeeded: UInt64 = 0
+        var failed: UInt64 = 0
+        var cancelled: UInt64 = 0
+        var coalesced: UInt64 = 0
+        var bytesDown: UInt64 = 0
+        var bytesUp: UInt64 = 0
     }
 
     enum AuthAnswer {
@@ -35,7 +56,15 @@ final class Queue: @unchecked Sendable {
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
     private var scheduler = Scheduler<DuplicateKey>()
+    /// The requests in the scheduler (waiting or running), by id.
     private var active: [UInt64: Request] = [:]
+    /// Coalesced requests sharing a leader's transfer, by id; and the leaders detached from them.
+    private var followers: [UInt64: Request] = [:]
+    private var detachedCount = 0
+    private var duplicatesMode = Duplicates.cancelEarlier
+    private(set) var stats = Stats()
+    /// The rate-limit wake-up already asked of the engine.
+    private var scheduledWake: Double?
     private var closed = false
     /// Events posted and not yet finished running.
     private var undelivered = 0
@@ -60,7 +89,7 @@ final class Queue: @unchecked Sendable {
         }
         if kind == .standalone {
             scheduler.maxConcurrent = 0
-            scheduler.cancelsEarlierDuplicates = false
+            setDuplicatesLocked(.allow)
         }
         guard let engine = Engine(queue: self) else {
             if eventFD >= 0 { Glibc.close(eventFD) }
@@ -88,10 +117,37 @@ final class Queue: @unchecked Sendable {
         set { monitor.withLock { scheduler.order = newValue } }
     }
 
-    var cancelsEarlierDuplicates: Bool {
-        get { monitor.withLock { scheduler.cancelsEarlierDuplicates } }
-        set { monitor.withLock { scheduler.cancelsEarlierDuplicates = newValue } }
+    var duplicates: Duplicates {
+        get { monitor.withLock { duplicatesMode } }
+        set { monitor.withLock { setDuplicatesLocked(newValue) } }
     }
+
+    private func setDuplicatesLocked(_ mode: Duplicates) {
+        duplicatesMode = mode
+        scheduler.cancelsEarlierDuplicates = mode == .cancelEarlier
+    }
+
+    var maxPerHost: Int {
+        get { monitor.withLock { scheduler.maxPerHost } }
+        set {
+            monitor.withLock {
+                scheduler.maxPerHost = newValue
+                startStartableLocked()
+            }
+        }
+    }
+
+    var rateLimit: RateLimit? {
+        get { monitor.withLock { scheduler.rateLimit } }
+        set {
+            monitor.withLock {
+                scheduler.rateLimit = newValue
+                startStartableLocked()
+            }
+        }
+    }
+
+    var statistics: Stats { monitor.withLock { stats } }
 
     func suspend() { monitor.withLock { scheduler.suspend() } }
 
@@ -103,13 +159,30 @@ final class Queue: @unchecked Sendable {
     }
 
     var isSuspended: Bool { monitor.withLock { scheduler.isSuspended } }
-    var count: Int { monitor.withLock { scheduler.count } }
+    var count: Int { monitor.withLock { scheduler.count - detachedCount + followers.count } }
 
-    /// Running requests in start order, then waiting ones in start order, at one instant.
-    func snapshot() -> [Request] {
+    /// Running requests in start order, then waiting ones in start order, at one instant; each
+    /// coalesced request right after the one whose transfer it shares. With a tag, only those.
+    func snapshot(tag: String? = nil) -> [Request] {
         monitor.withLock {
             let (running, waiting) = scheduler.snapshot()
-            return (running + waiting).compactMap { active[$0] }
+            var list: [Request] = []
+            for id in running + waiting {
+                guard let request = active[id] else { continue }
+                if !request.detached { list.append(request) }
+                list.append(contentsOf: request.followers)
+            }
+            return tag.map { tag in list.filter { $0.tag == tag } } ?? list
+        }
+    }
+
+    func setPriority(_ request: Request, _ priority: Int) -> rq_result {
+        monitor.withLock {
+            guard request.queue === self else { return RQ_ERR_NOT_ACTIVE }
+            request.lock.withLock { request.priority = priority }
+            if request.leader == nil { scheduler.setPriority(UInt64(request.handle), priority) }
+            startStartableLocked()
+            return RQ_OK
         }
     }
 
@@ -120,6 +193,7 @@ final class Queue: @unchecked Sendable {
             guard request.state == .new else { return false }
             request.state = .waiting
             request.queue = self
+            request.acceptedAt = Clock.now()
             return true
         }
         guard accepted else { return RQ_ERR_ALREADY_ADDED }
@@ -132,8 +206,20 @@ final class Queue: @unchecked Sendable {
                 return RQ_ERR_QUEUE_CLOSED
             }
             let id = UInt64(request.handle)
-            let key = scheduler.cancelsEarlierDuplicates ? request.duplicateKey : nil
-            let replaced = scheduler.add(id, key: key) ?? []
+            stats.added += 1
+            let key = duplicatesMode == .allow ? nil : request.duplicateKey
+            if duplicatesMode == .coalesce, let key, ["GET", "HEAD", "OPTIONS"].contains(request.method),
+               !request.streamsBody,
+               let leaderID = scheduler.ids(withKey: key).first, let leader = active[leaderID], !leader.streamsBody {
+                // Share the transfer of an equal request already waiting or running.
+                request.leader = leader
+                leader.followers.append(request)
+                followers[id] = request
+                setState(request, scheduler.placement(of: leaderID) == .running ? .running : .waiting)
+                stats.coalesced += 1
+                return RQ_OK
+            }
+            let replaced = scheduler.add(id, key: key, origin: request.origin, priority: request.priority) ?? []
             active[id] = request
             for old in replaced {
                 if let earlier = active[old] {
@@ -149,22 +235,65 @@ final class Queue: @unchecked Sendable {
 
     func cancel(_ request: Request) -> rq_result {
         monitor.withLock {
-            guard scheduler.placement(of: UInt64(request.handle)) != nil else { return RQ_ERR_NOT_ACTIVE }
-            completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts), stopTransfer: true)
+            guard cancelLocked(request, message: "the request was cancelled") else { return RQ_ERR_NOT_ACTIVE }
             startStartableLocked()
             return RQ_OK
         }
     }
 
-    func cancelAll(message: String = "the request was cancelled") {
+    /// Cancels every request, or those with `tag`; returns how many completions that produced.
+    @discardableResult
+    func cancelAll(tag: String? = nil, message: String = "the request was cancelled") -> Int {
         monitor.withLock {
+            var count = 0
+            if let tag {
+                for request in snapshotLocked() where request.tag == tag {
+                    if cancelLocked(request, message: message) { count += 1 }
+                }
+                startStartableLocked()
+                return count
+            }
             for id in scheduler.removeAll() {
                 if let request = active[id] {
+                    count += (request.detached ? 0 : 1) + request.followers.count
                     completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts, message: message),
                                    stopTransfer: true)
                 }
             }
+            return count
         }
+    }
+
+    private func snapshotLocked() -> [Request] {
+        let (running, waiting) = scheduler.snapshot()
+        return (running + waiting).compactMap { active[$0] }.flatMap { ($0.detached ? [] : [$0]) + $0.followers }
+    }
+
+    /// Cancels one request with the monitor held (without starting others); false if not active.
+    /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
+    /// more; a leader with followers delivers its own cancellation and goes on for them.
+    private func cancelLocked(_ request: Request, message: String) -> Bool {
+        let id = UInt64(request.handle)
+        let cancelled = Response.cancelled(url: request.url.string, attempts: request.attempts, message: message)
+        if let leader = request.leader, followers[id] != nil {
+            followers[id] = nil
+            leader.followers.removeAll { $0 === request }
+            request.leader = nil
+            setState(request, .completed)
+            postLocked(.completion(request, cancelled))
+            if leader.detached, leader.followers.isEmpty { completeLocked(leader, cancelled, stopTransfer: true) }
+            return true
+        }
+        guard !request.detached, scheduler.placement(of: id) != nil else { return false }
+        if !request.followers.isEmpty {
+            request.detached = true
+            detachedCount += 1
+            stats.cancelled += 1
+            postLocked(.completion(request, cancelled))
+            return true
+        }
+        completeLocked(request, cancelled, stopTransfer: true)
+        return true
     }
 
     // MARK: Engine side
@@ -178,9 +307,14 @@ final class Queue: @unchecked Sendable {
     func attemptFinished(_ request: Request, generation: UInt64, response: Response) -> (delay: Double, generation: UInt64)? {
         monitor.withLock {
             guard request.state == .running, request.generation == generation else { return nil }
+            let retryAfter = response.headerValue("Retry-After").flatMap {
+                RetryPolicy.retryAfterSeconds($0, now: Double(time(nil)))
+            }
             let decision = AttemptDecision.decide(outcome: response.outcome, status: Int(response.status),
-                                                  hasAuthHandler: request.authHandler != nil,
-                                                  retry: request.retry, attempt: request.attempts)
+                                                  hasAuthHandler: request.authHandler != nil && !request.detached,
+                                                  retry: request.retry, attempt: request.attempts,
+                                                  method: request.method, retryAfter: retryAfter,
+                                                  random: Double.random(in: 0..<1))
             switch decision {
             case .challenge:
                 if request.authCredentials != nil { request.rejectedCredentials += 1 }
@@ -191,6 +325,7 @@ final class Queue: @unchecked Sendable {
             case .retry(let delay):
                 request.generation &+= 1
                 request.attempts += 1
+                stats.retried += 1
                 return (delay, request.generation)
             case .complete:
                 completeLocked(request, response, stopTransfer: false)
@@ -209,10 +344,25 @@ final class Queue: @unchecked Sendable {
         }
     }
 
+    // MARK: Streaming (body chunks; see Streaming.swift)
+
+    /// Posts a piece of the streamed body of the current attempt; false when it is not current.
+    func postChunk(_ request: Request, generation: UInt64, _ chunk: StreamChunk) -> Bool {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation else { return false }
+            postLocked(.chunk(request, chunk))
+            return true
+        }
+    }
+
+    /// Has the engine resume the transfer of `request`, paused until its chunks were delivered.
+    func resumeStream(_ request: Request) { engine.send(.resume(request)) }
+
     func progress(_ request: Request, generation: UInt64, upload: Bool, done: Int64, total: Int64) {
         monitor.withLock {
             guard request.state == .running, request.generation == generation else { return }
-            postLocked(.progress(request, upload: upload, done: done, total: total))
+            if !request.detached { postLocked(.progress(request, upload: upload, done: done, total: total)) }
+            for follower in request.followers { postLocked(.progress(follower, upload: upload, done: done, total: total)) }
         }
     }
 
@@ -250,12 +400,28 @@ final class Queue: @unchecked Sendable {
     }
 
     private func startStartableLocked() {
-        for id in scheduler.takeStartable() {
+        let now = Clock.now()
+        for id in scheduler.takeStartable(now: now) {
             guard let request = active[id] else { continue }
             setState(request, .running)
+            for follower in request.followers { setState(follower, .running) }
             request.generation &+= 1
             request.attempts = 1
+            stats.started += 1
             engine.send(.start(request, request.generation))
+        }
+        // Requests held back by the rate limit: have the engine come back when a token is there.
+        if scheduler.rateLimit != nil, let next = scheduler.nextStartTime(now: now), next != scheduledWake {
+            scheduledWake = next
+            engine.send(.wake(at: next))
+        }
+    }
+
+    /// The engine's wake-up for the rate limit.
+    func startDue() {
+        monitor.withLock {
+            scheduledWake = nil
+            startStartableLocked()
         }
     }
 
@@ -272,7 +438,32 @@ final class Queue: @unchecked Sendable {
             request.challenge = nil
         }
         if stopTransfer { engine.send(.abort(request)) }
-        postLocked(.completion(request, response))
+        if request.detached {
+            request.detached = false
+            detachedCount -= 1
+        } else {
+            tally(response)
+            postLocked(.completion(request, response))
+        }
+        // Coalesced requests get the same result.
+        for follower in request.followers {
+            followers[UInt64(follower.handle)] = nil
+            follower.leader = nil
+            setState(follower, .completed)
+            tally(response)
+            postLocked(.completion(follower, response))
+        }
+        request.followers = []
+    }
+
+    private func tally(_ response: Response) {
+        switch response.outcome {
+        case .ok: stats.succeeded += 1
+        case .cancelled: stats.cancelled += 1
+        default: stats.failed += 1
+        }
+        stats.bytesDown &+= UInt64(max(0, response.downloaded))
+        stats.bytesUp &+= UInt64(max(0, response.uploaded))
     }
 
     private func postLocked(_ event: Event) {
@@ -306,6 +497,8 @@ final class Queue: @unchecked Sendable {
             }
         case let .completion(request, response):
             deliverCompletion(request, response)
+        case let .chunk(request, chunk):
+            deliverChunk(request, chunk)
         }
         CallbackContext.currentQueue = previous
         monitor.withLock {

@@ -42,9 +42,28 @@ final class Request: @unchecked Sendable {
     var downloadProgress: rq_progress_fn?
     var authHandler: rq_auth_fn?
     var retry = RetryPolicy()
+    /// scheme://host:port, the unit of per-host limits.
+    let origin: String
+    /// Priority level (-2 ... 2); the only setting that may change while the request waits.
+    var priority = 0
+    var tag: String?
     var maxRedirects = 10
     var maxResponseSize: UInt64 = 0
     var caFile: String?
+    // Streaming (body chunks or file).
+    var bodyCallback: rq_data_fn?
+    var outputPath: String?
+    var outputResume = false
+    /// Flow control between the engine (producing chunks) and the delivery (consuming them).
+    var flow: StreamFlow?
+    /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
+    var streamStopped = false
+    /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
+    /// (engine thread; 0 until then).
+    var acceptedAt = 0.0
+    var firstAttemptAt = 0.0
+    /// Whether the body of a 2xx response goes to the callback or the file, not to the response.
+    var streamsBody: Bool { bodyCallback != nil || outputPath != nil }
 
     // Lifecycle, under `lock`.
     var state = RequestState.new
@@ -59,6 +78,12 @@ final class Request: @unchecked Sendable {
     var challenge: Challenge?
     var rejectedCredentials = 0
     var authCredentials: (user: String, password: String, scheme: AuthScheme)?
+    /// Coalescing: the request whose transfer this one shares, or the ones sharing this one's.
+    var leader: Request?
+    var followers: [Request] = []
+    /// A leader cancelled by its caller while followers still wait: its own completion was
+    /// delivered, its transfer goes on for them.
+    var detached = false
 
     // Delivery, touched only by the thread delivering this queue's callbacks.
     var completionDelivered = false
@@ -67,6 +92,7 @@ final class Request: @unchecked Sendable {
 
     init(url: ValidatedURL) {
         self.url = url
+        origin = url.origin
     }
 
     /// Registers the request in the handle table; returns its handle.

@@ -18,6 +18,8 @@ final class Response: @unchecked Sendable {
     let downloadTotal: Int64
     let uploaded: Int64
     let uploadTotal: Int64
+    /// Figures of the last attempt (`rq_response_metrics`); set before the response is posted.
+    var metrics = Metrics.none
 
     init(outcome: Outcome, status: Int, headers: HeaderBlock = HeaderBlock(), body: ByteBuffer = ByteBuffer(),
          url: String, message: String, attempts: Int,
@@ -83,6 +85,20 @@ struct HeaderBlock {
     mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
         offsets.removeAll(keepingCapacity: true)
+    }
+
+    /// The first value of a header (name compared case-insensitively), for internal decisions.
+    func value(named name: String) -> String? {
+        for (nameAt, valueAt) in offsets {
+            let stored = bytes[nameAt..<(valueAt - 1)]
+            if stored.count == name.utf8.count,
+               zip(stored, name.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
+                var end = valueAt
+                while end < bytes.count, bytes[end] != 0 { end += 1 }
+                return String(decoding: bytes[valueAt..<end], as: UTF8.self)
+            }
+        }
+        return nil
     }
 
     /// Adds one "Name: value\r\n" line; lines without a colon (the blank end line) are skipped.

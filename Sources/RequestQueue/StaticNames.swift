@@ -17,7 +17,7 @@ enum StaticNames {
     private static let outcomes: [UnsafePointer<CChar>] = [
         "ok", "cancelled", "HTTP status error", "timed out", "cannot resolve host", "cannot connect",
         "connection lost", "TLS error", "too many redirects", "bad response", "bad redirect", "transport error",
-        "response too large",
+        "response too large", "file error",
     ].map(make)
     private static let unknownOutcome = make("unknown outcome")
 

@@ -20,6 +20,31 @@ final class Transfer {
     private var bytesSeen: Int64 = -1
     private var lastActivity = Clock.now()
 
+    // Streaming (see Streaming.swift).
+    /// Where the body of the current response goes, decided when its headers end.
+    private enum Sink {
+        case undecided
+        /// Collected into `body`, delivered in the response.
+        case buffer
+        /// Posted in chunks to the request's body callback.
+        case callback
+        /// Written to the request's output file.
+        case file
+    }
+    private var sink = Sink.undecided
+    /// The status of the current response, from its status line.
+    private var status = 0
+    /// Body bytes received by this attempt, and those of the current streamed body.
+    private var received: Int64 = 0
+    private var streamed: UInt64 = 0
+    /// Whether the write callback paused the transfer, waiting for the delivery to catch up.
+    private(set) var paused = false
+    /// With resume: the size of the file when the attempt started, asked for with a Range header.
+    private var resumeFrom: Int64 = 0
+    private var file: OutputFile?
+    private var fileError: String?
+    private var rangeError: String?
+
     init(request: Request, generation: UInt64, easy: UnsafeMutableRawPointer, engine: Engine) {
         self.request = request
         self.generation = generation
@@ -31,12 +56,18 @@ final class Transfer {
     deinit {
         errorBuffer.deallocate()
         curl_slist_free_all(headerList)
+        _ = file?.close()
     }
 
     /// Sets every option of this attempt on the (reset) easy handle.
     func configure() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         let r = request
+        if r.firstAttemptAt == 0 { r.firstAttemptAt = Clock.now() }
+        if let path = r.outputPath {
+            file = OutputFile(path: path)
+            if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
+        }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
@@ -55,22 +86,17 @@ final class Transfer {
         if r.url.scheme == "https" { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
-            let transfer = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-            let limit = transfer.request.maxResponseSize
-            if limit > 0, UInt64(transfer.body.count) + UInt64(size * count) > limit {
-                transfer.tooLarge = true
-                return 0
-            }
-            if transfer.body.append(data, size * count) { return size * count }
-            transfer.outOfMemory = true
-            return 0
+            return Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().bodyData(data, size * count)
         })
+        // A streamed body: read the connection in bigger pieces (libcurl still passes at most 16 KiB
+        // to the write callback at a time).
+        if r.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 65536) }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
-            Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+            let accepted = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
                 .headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
-            return size * count
+            return accepted ? size * count : 0
         })
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
         if r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody) {
@@ -132,7 +158,9 @@ final class Transfer {
     private func configureHeaders() {
         let r = request
         var list: UnsafeMutablePointer<curl_slist>?
-        for header in r.headers {
+        // Resuming a download: our Range header replaces the request's.
+        if resumeFrom > 0 { list = curl_slist_append(list, "Range: bytes=\(resumeFrom)-") ?? list }
+        for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
             var line = Array(header.name.utf8)
             if header.value.isEmpty {
                 line.append(UInt8(ascii: ";"))
@@ -152,14 +180,115 @@ final class Transfer {
         if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
     }
 
-    private func headerLine(_ line: UnsafeRawBufferPointer) {
+    /// One header line; returns false to abort the transfer (the output file cannot be used).
+    private func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
             headers.removeAll()
-            return
+            status = Transfer.statusCode(bytes)
+            sink = .undecided
+            return true
+        }
+        // The blank line ends the headers: the body's destination is known now.
+        if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
+            return sink != .undecided || decideSink()
         }
         headers.append(line: bytes)
+        return true
+    }
+
+    /// The status code of a status line ("HTTP/1.1 206 Partial Content"), or 0.
+    private static func statusCode(_ line: UnsafeBufferPointer<UInt8>) -> Int {
+        guard let space = line.firstIndex(of: 0x20) else { return 0 }
+        var code = 0
+        var index = space + 1
+        while index < line.count, index < space + 4, line[index] >= 0x30, line[index] <= 0x39 {
+            code = code * 10 + Int(line[index] - 0x30)
+            index += 1
+        }
+        return index == space + 4 ? code : 0
+    }
+
+    /// Chooses where the body of the current response goes: a 2xx response of a streaming request
+    /// goes to the callback or the file (opened here), anything else to `body`. Returns false when
+    /// the file cannot be used, which aborts the transfer.
+    private func decideSink() -> Bool {
+        if status == 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        guard (200...299).contains(status), request.streamsBody else {
+            sink = .buffer
+            return true
+        }
+        streamed = 0
+        guard var output = file else {
+            sink = .callback
+            return true
+        }
+        var from: Int64 = 0
+        if status == 206 {
+            // The answer to our Range (or to the caller's own, which we did not ask to append).
+            let start = headers.value(named: "Content-Range").flatMap(contentRangeStart)
+            guard start == resumeFrom else {
+                rangeError = "the server answered a range request for byte \(resumeFrom) onward with "
+                    + (start.map { "bytes from \($0)" } ?? "an unusable Content-Range")
+                sink = .buffer
+                return false
+            }
+            from = resumeFrom
+        }
+        if let error = output.open(from: from) {
+            fileError = error
+            sink = .buffer
+            return false
+        }
+        file = output
+        sink = .file
+        return true
+    }
+
+    /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
+    /// `ccurl_writefunc_pause` to pause it (libcurl keeps the bytes and passes them again later).
+    private func bodyData(_ data: UnsafeMutablePointer<CChar>, _ size: Int) -> Int {
+        if sink == .undecided, !decideSink() { return 0 }
+        let limit = request.maxResponseSize
+        if limit > 0, UInt64(received) + UInt64(size) > limit {
+            tooLarge = true
+            return 0
+        }
+        switch sink {
+        case .callback:
+            guard let flow = request.flow else { return 0 }
+            if !flow.admit(size) {
+                paused = true
+                return ccurl_writefunc_pause
+            }
+            guard let chunk = StreamChunk(copying: data, count: size, offset: streamed) else {
+                _ = flow.delivered(size)
+                outOfMemory = true
+                return 0
+            }
+            if !engine.postChunk(self, chunk) { _ = flow.delivered(size) }
+            streamed += UInt64(size)
+        case .file:
+            if let error = file?.write(data, size) {
+                fileError = error
+                return 0
+            }
+        case .buffer, .undecided:
+            guard body.append(data, size) else {
+                outOfMemory = true
+                return 0
+            }
+        }
+        received += Int64(size)
+        return size
+    }
+
+    /// Engine thread: resumes a transfer paused by its write callback.
+    func unpause() {
+        guard paused else { return }
+        paused = false
+        _ = ccurl_easy_unpause(easy)
     }
 
     private func progress(downloaded: Int64, uploaded: Int64) {
@@ -187,6 +316,11 @@ final class Transfer {
     /// its window, so a burst followed by silence would pass it for seconds).
     func isIdle(now: Double) -> Bool {
         guard request.idleTimeout > 0 else { return false }
+        // Paused by us, waiting for the body callback: not the server's silence.
+        if paused, false {
+            lastActivity = now
+            return false
+        }
         var down: curl_off_t = 0, up: curl_off_t = 0
         var header = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
@@ -211,9 +345,16 @@ final class Transfer {
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
         var uploaded: curl_off_t = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        if let error = file?.close(), fileError == nil { fileError = error }
         let outcome: Outcome
         var message: String
-        if code == CURLE_OK {
+        if let fileError, !outOfMemory, !tooLarge {
+            outcome = .fileError
+            message = fileError
+        } else if let rangeError {
+            outcome = .badResponse
+            message = rangeError
+        } else if code == CURLE_OK {
             outcome = status >= 400 ? .httpStatus : .ok
             message = status >= 400 ? "The server returned a \(status) error" : ""
         } else {
@@ -225,18 +366,21 @@ final class Transfer {
             }
             if let override { message = override }
         }
-        return Response(outcome: outcome, status: status, headers: headers, body: body,
-                        url: effective.map { String(cString: $0) } ?? request.url.string,
-                        message: message, attempts: request.attempts,
-                        downloaded: Int64(body.count), downloadTotal: Int64(downloadTotal),
-                        uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
-                        uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
+        let url = effective.map { String(cString: $0) } ?? request.url.string
+        let response = Response(outcome: outcome, status: status, headers: headers, body: body,
+                                url: url, message: message, attempts: request.attempts,
+                                downloaded: received, downloadTotal: Int64(downloadTotal),
+                                uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
+                                uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
+        response.metrics = Metrics(easy: easy, request: request, effectiveURL: url)
+        return response
     }
 
     /// Drops what the easy handle points into, before it is reset.
     func release() {
         curl_slist_free_all(headerList)
         headerList = nil
+        _ = file?.close()
     }
 
     static func outcome(of code: CURLcode) -> Outcome {

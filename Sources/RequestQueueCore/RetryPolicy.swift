@@ -13,28 +13,109 @@ public enum Outcome: Int32, Sendable, CaseIterable {
     case badRedirect = 10
     case transport = 11
     case responseTooLarge = 12
+    case fileError = 13
 }
 
 /// When and after how long a failed attempt is tried again.
 public struct RetryPolicy: Equatable, Sendable {
     /// The seed's `autoRetryErrorCodes`: failures of a poor or missing connection.
     public static let defaultOutcomes: Set<Outcome> = [.timeout, .cannotResolveHost, .cannotConnect, .connectionLost]
+    /// Methods that RFC 9110 defines as idempotent: sending them twice does no more than once.
+    public static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
 
     public var enabled = false
-    /// Delay before the next attempt, in seconds (the seed's `autoRetryDelay`, default 5 s).
+    /// Delay before the second attempt, in seconds (the seed's `autoRetryDelay`, default 5 s).
     public var delay: Double = 5
+    /// Each further delay is the previous one times this (1 = fixed delay).
+    public var multiplier: Double = 1
+    /// Upper bound of a delay, Retry-After included; 0 = none. A Retry-After above it ends the
+    /// retries instead of being shortened.
+    public var maxDelay: Double = 0
+    /// Fraction of each delay drawn at random and taken off (0 = none, 1 = "full jitter").
+    public var jitter: Double = 0
     public var outcomes: Set<Outcome> = RetryPolicy.defaultOutcomes
+    /// HTTP statuses retried (besides all of them when `outcomes` has `.httpStatus`).
+    public var statuses: Set<Int> = []
     /// Maximum number of attempts, the first included; 0 means unlimited (as in the seed).
     public var maxAttempts: Int = 0
+    /// Whether a non-idempotent method (POST, PATCH, ...) may be retried.
+    public var retriesNonIdempotent = false
 
     public init() {}
 
     /// The delay before the next attempt after attempt number `attempt` (1-based) ended with
-    /// `outcome`, or nil when the request completes with that outcome.
-    public func delayAfter(attempt: Int, outcome: Outcome) -> Double? {
-        guard enabled, outcomes.contains(outcome) else { return nil }
+    /// `outcome` and `status`, or nil when the request completes. `retryAfter` is the server's
+    /// Retry-After in seconds (used for 429 and 503), `random` a number in [0, 1) for the jitter.
+    public func delayAfter(attempt: Int, outcome: Outcome, status: Int = 0, method: String = "GET",
+                           retryAfter: Double? = nil, random: Double = 0) -> Double? {
+        guard enabled else { return nil }
+        let retryable = outcomes.contains(outcome) || (outcome == .httpStatus && statuses.contains(status))
+        guard retryable else { return nil }
+        if !retriesNonIdempotent, !Self.idempotentMethods.contains(method) { return nil }
         if maxAttempts > 0, attempt >= maxAttempts { return nil }
-        return delay
+        var next = delay
+        if multiplier != 1 {
+            next = delay * pow(multiplier, Double(max(0, attempt - 1)))
+        }
+        if maxDelay > 0 { next = min(next, maxDelay) }
+        next *= 1 - jitter * min(max(random, 0), 1)
+        if outcome == .httpStatus, status == 429 || status == 503, let retryAfter {
+            if maxDelay > 0, retryAfter > maxDelay { return nil }
+            next = max(next, retryAfter)
+        }
+        return next
+    }
+
+    private func pow(_ base: Double, _ exponent: Double) -> Double {
+        var result = 1.0
+        var i = 0.0
+        while i < exponent, result < 1e12 {
+            result *= base
+            i += 1
+        }
+        return result
+    }
+
+    /// Seconds to wait from a Retry-After value: a number of seconds, or an HTTP date
+    /// ("Sun, 06 Nov 1994 08:49:37 GMT") compared with `now` (seconds since 1970). Nil when the
+    /// value is neither.
+    public static func retryAfterSeconds(_ value: String, now: Double) -> Double? {
+        let trimmed = value.trimmingSpaces
+        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), trimmed.utf8.count <= 9 {
+            return Double(Int(trimmed) ?? 0)
+        }
+        guard let date = httpDate(trimmed) else { return nil }
+        return max(0, date - now)
+    }
+
+    /// Parses an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") to seconds since 1970.
+    static func httpDate(_ text: String) -> Double? {
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
+        let time = parts[4].split(separator: ":")
+        guard time.count == 3, let h = Int(time[0]), let m = Int(time[1]), let sec = Int(time[2]),
+              (1...31).contains(day), (0...23).contains(h), (0...59).contains(m), (0...60).contains(sec) else { return nil }
+        // Days from civil (Howard Hinnant's algorithm).
+        let month = monthIndex + 1
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146097 + doe - 719468
+        return Double(days * 86400 + h * 3600 + m * 60 + sec)
+    }
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while s.first == " " || s.first == "\t" { s = s.dropFirst() }
+        while s.last == " " || s.last == "\t" { s = s.dropLast() }
+        return String(s)
     }
 }
 
@@ -49,9 +130,13 @@ public enum AttemptDecision: Equatable, Sendable {
 
     /// Decides after attempt number `attempt` (1-based) ended with `outcome` and HTTP `status`.
     public static func decide(outcome: Outcome, status: Int, hasAuthHandler: Bool, retry: RetryPolicy,
-                              attempt: Int) -> AttemptDecision {
+                              attempt: Int, method: String = "GET", retryAfter: Double? = nil,
+                              random: Double = 0) -> AttemptDecision {
         if outcome == .httpStatus, status == 401, hasAuthHandler { return .challenge }
-        if let delay = retry.delayAfter(attempt: attempt, outcome: outcome) { return .retry(after: delay) }
+        if let delay = retry.delayAfter(attempt: attempt, outcome: outcome, status: status, method: method,
+                                        retryAfter: retryAfter, random: random) {
+            return .retry(after: delay)
+        }
         return .complete
     }
 }

@@ -1,8 +1,8 @@
-/// Order in which waiting requests start.
+/// Order in which waiting requests of one priority start.
 public enum QueueOrder: Sendable {
-    /// A new request waits behind every waiting request.
+    /// A new request waits behind every waiting request of its priority.
     case fifo
-    /// A new request goes ahead of every waiting request (never ahead of running ones).
+    /// A new request goes ahead of every waiting request of its priority (never ahead of running ones).
     case lifo
 }
 
@@ -12,32 +12,101 @@ public enum Placement: Equatable, Sendable {
     case running
 }
 
-/// The queue's decisions, without I/O: which requests wait, which run, which start next, and which
-/// earlier duplicates a new request replaces. Requests are identified by unique integer ids; `Key`
-/// is the duplicate-equality key of a request.
+/// At most `starts` request starts per `interval` seconds: a token bucket holding up to `starts`
+/// tokens, refilled continuously. Per queue, or per origin when `perHost`.
+public struct RateLimit: Equatable, Sendable {
+    public var starts: Int
+    public var interval: Double
+    public var perHost: Bool
+
+    public init(starts: Int, interval: Double, perHost: Bool) {
+        self.starts = starts
+        self.interval = interval
+        self.perHost = perHost
+    }
+}
+
+/// A token bucket: `capacity` tokens, refilled at `capacity / interval` per second.
+public struct TokenBucket: Sendable {
+    public let capacity: Double
+    public let interval: Double
+    public private(set) var tokens: Double
+    private var updated: Double
+
+    public init(capacity: Int, interval: Double, now: Double) {
+        self.capacity = Double(capacity)
+        self.interval = interval
+        tokens = Double(capacity)
+        updated = now
+    }
+
+    private mutating func refill(_ now: Double) {
+        if now > updated {
+            tokens = min(capacity, tokens + (now - updated) * capacity / interval)
+            updated = now
+        }
+    }
+
+    /// Takes a token if one is there.
+    public mutating func take(now: Double) -> Bool {
+        refill(now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    /// When the next token will be there (now when one is).
+    public mutating func nextToken(now: Double) -> Double {
+        refill(now)
+        return tokens >= 1 ? now : now + (1 - tokens) * interval / capacity
+    }
+}
+
+/// The queue's decisions, without I/O: which requests wait, which run, which start next (by
+/// priority, then FIFO or LIFO, within the global and per-host limits and the rate limit), and
+/// which earlier duplicates a new request replaces. Requests are identified by unique integer ids;
+/// `Key` is the duplicate-equality key of a request, `origin` the scheme://host:port it goes to.
 ///
 /// Every mutation returns what the caller must act on (ids to start, ids cancelled as duplicates);
 /// the caller owns the requests themselves. Not thread-safe: the owner serializes access.
 public struct Scheduler<Key: Hashable> {
+    /// The priority levels, lowest first; higher levels start first.
+    public static var priorities: ClosedRange<Int> { -2...2 }
+
     /// Maximum number of running requests; 0 means unlimited.
     public var maxConcurrent: Int = 2
+    /// Maximum number of running requests per origin; 0 means unlimited.
+    public var maxPerHost: Int = 0
     public var order: QueueOrder = .fifo
     /// When true, adding a request removes every earlier request with an equal key.
     public var cancelsEarlierDuplicates = true
     public private(set) var isSuspended = false
+    /// Limits how often requests start; nil for no limit. Setting it refills every bucket.
+    public var rateLimit: RateLimit? {
+        didSet { buckets = [:] }
+    }
 
-    /// Waiting ids in start order, each with the ticket of its add. Removed ids stay behind as
-    /// tombstones (skipped, then compacted), so that removing a waiting request costs O(1); the
-    /// ticket tells a tombstone from a later add of the same id.
-    private var waitingOrder = RingDeque<(id: UInt64, ticket: UInt64)>()
-    /// The live waiting requests, with their tickets and duplicate keys.
-    private var waiting: [UInt64: (ticket: UInt64, key: Key?)] = [:]
+    private struct Entry {
+        var ticket: UInt64
+        let key: Key?
+        let origin: String
+        var priority: Int
+    }
+
+    /// Waiting ids in start order per priority level (index 0 is the lowest), each with the ticket
+    /// of its insertion. Removed ids stay behind as tombstones (skipped, then compacted), so that
+    /// removing a waiting request costs O(1); the ticket tells a tombstone from a later insertion.
+    private var levels = [RingDeque<(id: UInt64, ticket: UInt64)>](repeating: RingDeque(), count: 5)
+    private var waiting: [UInt64: Entry] = [:]
     private var nextTicket: UInt64 = 0
-    /// The running requests with the sequence number of their start and their key.
-    private var running: [UInt64: (sequence: UInt64, key: Key?)] = [:]
+    /// The running requests with the sequence number of their start.
+    private var running: [UInt64: (sequence: UInt64, entry: Entry)] = [:]
     private var startSequence: UInt64 = 0
+    private var runningPerOrigin: [String: Int] = [:]
     /// Live (waiting or running) ids per duplicate key, oldest first.
     private var idsByKey: [Key: [UInt64]] = [:]
+    /// Rate-limit buckets: "" for the queue, or one per origin.
+    private var buckets: [String: TokenBucket] = [:]
 
     public init() {}
 
@@ -52,10 +121,17 @@ public struct Scheduler<Key: Hashable> {
         return nil
     }
 
+    public func priority(of id: UInt64) -> Int? { waiting[id]?.priority ?? running[id]?.entry.priority }
+
+    /// The live (waiting or running) ids with an equal key, oldest first.
+    public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
+
+    public func runningCount(origin: String) -> Int { runningPerOrigin[origin] ?? 0 }
+
     /// Adds a waiting request. Returns the ids of earlier equal requests that it replaces (they are
     /// removed; the caller completes them as cancelled). Adding an id already present changes
-    /// nothing and returns nil.
-    public mutating func add(_ id: UInt64, key: Key?) -> [UInt64]? {
+    /// nothing and returns nil. `priority` is clamped to `Scheduler.priorities`.
+    public mutating func add(_ id: UInt64, key: Key?, origin: String = "", priority: Int = 0) -> [UInt64]? {
         guard placement(of: id) == nil else { return nil }
         var replaced: [UInt64] = []
         if let key {
@@ -65,31 +141,47 @@ public struct Scheduler<Key: Hashable> {
             }
             idsByKey[key, default: []].append(id)
         }
-        nextTicket += 1
-        waiting[id] = (nextTicket, key)
-        switch order {
-        case .fifo: waitingOrder.pushBack((id, nextTicket))
-        case .lifo: waitingOrder.pushFront((id, nextTicket))
-        }
+        let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
+        insertWaiting(id, Entry(ticket: 0, key: key, origin: origin, priority: level))
         return replaced
+    }
+
+    /// Changes a request's priority. A waiting request moves to the new level (behind its waiting
+    /// requests in FIFO order, ahead of them in LIFO order); a running one only records it.
+    /// Returns false when the id is absent.
+    @discardableResult
+    public mutating func setPriority(_ id: UInt64, _ priority: Int) -> Bool {
+        let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
+        if var entry = waiting.removeValue(forKey: id) {
+            entry.priority = level
+            insertWaiting(id, entry)
+            compactIfSparse(entry.priority)
+            return true
+        }
+        if running[id] != nil {
+            running[id]?.entry.priority = level
+            return true
+        }
+        return false
     }
 
     /// Removes a request, waiting or running. Returns where it was, or nil if absent.
     @discardableResult
     public mutating func remove(_ id: UInt64) -> Placement? {
-        let key: Key?
+        let entry: Entry
         let placement: Placement
-        if let entry = running.removeValue(forKey: id) {
-            key = entry.key
+        if let run = running.removeValue(forKey: id) {
+            entry = run.entry
             placement = .running
-        } else if let entry = waiting.removeValue(forKey: id) {
-            key = entry.key
+            releaseOrigin(entry.origin)
+        } else if let wait = waiting.removeValue(forKey: id) {
+            entry = wait
             placement = .waiting
-            compactIfSparse()
+            compactIfSparse(wait.priority)
         } else {
             return nil
         }
-        if let key, var ids = idsByKey[key] {
+        if let key = entry.key, var ids = idsByKey[key] {
             ids.removeAll { $0 == id }
             idsByKey[key] = ids.isEmpty ? nil : ids
         }
@@ -101,50 +193,124 @@ public struct Scheduler<Key: Hashable> {
         let (runningIDs, waitingIDs) = snapshot()
         running = [:]
         waiting = [:]
-        waitingOrder = RingDeque()
+        runningPerOrigin = [:]
+        levels = [RingDeque](repeating: RingDeque(), count: levels.count)
         idsByKey = [:]
         return runningIDs + waitingIDs
     }
 
-    /// Moves waiting requests to running while slots are free and the queue is not suspended.
-    /// Returns the ids to start, in start order.
-    public mutating func takeStartable() -> [UInt64] {
+    /// Moves waiting requests to running while the limits allow and the queue is not suspended:
+    /// highest priority first, in order within a priority, skipping requests whose origin is at
+    /// its limit or out of rate tokens (they keep their place). `now` (seconds, any monotonic
+    /// clock) feeds the rate limit. Returns the ids to start, in start order.
+    public mutating func takeStartable(now: Double = 0) -> [UInt64] {
         var started: [UInt64] = []
         while !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent,
-              let id = popWaiting() {
-            let key = waiting.removeValue(forKey: id)?.key ?? nil
+              let id = nextEligible(now: now) {
+            guard let entry = waiting.removeValue(forKey: id) else { break }
             startSequence += 1
-            running[id] = (startSequence, key)
+            running[id] = (startSequence, entry)
+            runningPerOrigin[entry.origin, default: 0] += 1
+            if let rateLimit {
+                let bucket = rateLimit.perHost ? entry.origin : ""
+                _ = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)].take(now: now)
+            }
             started.append(id)
         }
         return started
     }
 
+    /// When a waiting request held back only by the rate limit can start, or nil when none is.
+    public mutating func nextStartTime(now: Double) -> Double? {
+        guard let rateLimit, !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent else { return nil }
+        var earliest: Double?
+        for (_, entry) in waiting where maxPerHost == 0 || runningCount(origin: entry.origin) < maxPerHost {
+            let bucket = rateLimit.perHost ? entry.origin : ""
+            let time = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)]
+                .nextToken(now: now)
+            earliest = min(earliest ?? time, time)
+        }
+        return earliest
+    }
+
     public mutating func suspend() { isSuspended = true }
     public mutating func resume() { isSuspended = false }
 
-    /// The running ids in start order and the waiting ids in the order they will start.
+    /// The running ids in start order and the waiting ids in the order they will start (when no
+    /// per-host or rate limit holds some back).
     public func snapshot() -> (running: [UInt64], waiting: [UInt64]) {
         let runningIDs = running.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
-        let waitingIDs = waitingOrder.filter(isLive).map(\.id)
+        var waitingIDs: [UInt64] = []
+        waitingIDs.reserveCapacity(waiting.count)
+        for level in levels.indices.reversed() {
+            for item in levels[level] where isLive(item) { waitingIDs.append(item.id) }
+        }
         return (runningIDs, waitingIDs)
     }
 
-    /// Pops the next live waiting id, dropping tombstones on the way.
-    private mutating func popWaiting() -> UInt64? {
-        while let entry = waitingOrder.popFront() {
-            if isLive(entry) { return entry.id }
+    // MARK: Internals
+
+    private mutating func insertWaiting(_ id: UInt64, _ entry: Entry) {
+        var entry = entry
+        nextTicket += 1
+        entry.ticket = nextTicket
+        waiting[id] = entry
+        let level = entry.priority - Self.priorities.lowerBound
+        switch order {
+        case .fifo: levels[level].pushBack((id, nextTicket))
+        case .lifo: levels[level].pushFront((id, nextTicket))
+        }
+    }
+
+    private func isLive(_ item: (id: UInt64, ticket: UInt64)) -> Bool {
+        waiting[item.id]?.ticket == item.ticket
+    }
+
+    private func originHasRoom(_ origin: String) -> Bool {
+        maxPerHost == 0 || runningCount(origin: origin) < maxPerHost
+    }
+
+    private mutating func hasToken(_ origin: String, now: Double) -> Bool {
+        guard let rateLimit else { return true }
+        let bucket = rateLimit.perHost ? origin : ""
+        return buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)]
+            .nextToken(now: now) <= now
+    }
+
+    /// The next waiting id that may start now, or nil.
+    private mutating func nextEligible(now: Double) -> UInt64? {
+        let constrained = maxPerHost > 0 || rateLimit != nil
+        if let rateLimit, !rateLimit.perHost, !hasToken("", now: now) { return nil }
+        for level in levels.indices.reversed() {
+            // Drop tombstones at the front; without per-host or per-host-rate limits the front
+            // is the answer.
+            while let front = levels[level].first, !isLive(front) { _ = levels[level].popFront() }
+            guard let front = levels[level].first else { continue }
+            if !constrained || (rateLimit?.perHost != true && maxPerHost == 0) {
+                _ = levels[level].popFront()
+                return front.id
+            }
+            for item in levels[level] where isLive(item) {
+                guard let entry = waiting[item.id], originHasRoom(entry.origin) else { continue }
+                if rateLimit?.perHost == true, !hasToken(entry.origin, now: now) { continue }
+                if item.id == front.id { _ = levels[level].popFront() }
+                return item.id
+            }
         }
         return nil
     }
 
-    private func isLive(_ entry: (id: UInt64, ticket: UInt64)) -> Bool {
-        waiting[entry.id]?.ticket == entry.ticket
+    private mutating func releaseOrigin(_ origin: String) {
+        guard let n = runningPerOrigin[origin] else { return }
+        runningPerOrigin[origin] = n > 1 ? n - 1 : nil
     }
 
-    private mutating func compactIfSparse() {
-        if waitingOrder.count > 64, waitingOrder.count > 2 * waiting.count {
-            waitingOrder.retain(where: isLive)
+    private mutating func compactIfSparse(_ priority: Int) {
+        let level = priority - Self.priorities.lowerBound
+        guard levels.indices.contains(level) else { return }
+        if levels[level].count > 64, levels[level].count > 2 * waiting.count {
+            let live = waiting
+            levels[level].retain { live[$0.id]?.ticket == $0.ticket }
         }
     }
 }

@@ -2,9 +2,12 @@
 """Loopback-only HTTP fixture server for the RequestQueue tests (stdlib only).
 
 Usage: python3 fixture_server.py [--port 0] [--exit-on-stdin-eof] [--verbose]
+                                 [--tls-cert FILE --tls-key FILE]
 
 Binds 127.0.0.1, prints one line "PORT <n>" to stdout once listening, then
 serves until SIGTERM/SIGINT (or stdin EOF with --exit-on-stdin-eof).
+With --tls-cert/--tls-key (PEM files) every listener serves HTTPS instead of
+HTTP (same endpoints); the TLS handshake runs on the connection's own thread.
 
 Every request whose path does not start with /_/ is recorded (see State).
 A recorded request counts as finished ("end" set, in-flight decremented)
@@ -20,6 +23,9 @@ Control (not recorded):
 Recorded (any method; common params: delay=S, header=Name:Value (repeat),
 id=..., group=...):
   /bytes?n=N&status=C&chunked=1&chunk=K&rate=B   N pattern bytes
+          &ranges=1                honour "Range: bytes=S-[E]" (206 + Content-Range, 416
+                                   past the end); without ranges=1 a Range header is ignored;
+                                   ranges=wrong answers 206 from byte 0 whatever was asked
   /delay?s=S                       "ok" after S s (default 1)
   /status/CODE?retry_after=V       "status CODE", X-Status header
   /basic-auth/USER/PASS            200 JSON or 401 + WWW-Authenticate
@@ -34,7 +40,8 @@ id=..., group=...):
   /truncated?n=N                   Content-Length N, N//2 bytes, close (FIN)
   /flaky?key=K&fail=F&mode=M&n=N&code=C&retry_after=V&s=S
                                    first F requests per key fail (mode reset|status|
-                                   truncated|stall), then 200 with N bytes
+                                   truncated|stall), then 200 with N bytes (ranges=1 as
+                                   for /bytes)
 """
 
 import argparse
@@ -42,10 +49,12 @@ import base64
 import http
 import json
 import os
+import re
 import select
 import signal
 import socket
 import socketserver
+import ssl
 import struct
 import sys
 import threading
@@ -67,8 +76,8 @@ def pattern(offset, length):
     return (PATTERN * ((start + length) // len(PATTERN) + 1))[start:start + length]
 
 
-def pattern_pieces(n, size):
-    offset = 0
+def pattern_pieces(n, size, start=0):
+    offset = start
     while offset < n:
         k = min(size, n - offset)
         yield pattern(offset, k)
@@ -92,8 +101,9 @@ def reason(code):
 class State:
     """Everything shared by all listeners: request log, counters, extra listeners."""
 
-    def __init__(self, verbose):
+    def __init__(self, verbose, tls=None):
         self.verbose = verbose
+        self.tls = tls  # an ssl.SSLContext for HTTPS, or None
         self.lock = threading.Lock()
         self.conn_seq = 0
         self.inflight = 0
@@ -200,6 +210,13 @@ class FixtureServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = self.server_address[:2]
 
+    def get_request(self):
+        conn, address = super().get_request()
+        if self.state.tls is not None:
+            # Handshake later, in Handler.setup on the connection's thread, never in accept().
+            conn = self.state.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, address
+
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], OSError):
             super().handle_error(request, client_address)
@@ -218,6 +235,8 @@ class Handler(BaseHTTPRequestHandler):
     # ---- plumbing -------------------------------------------------------
 
     def setup(self):
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.do_handshake()  # ssl.SSLError is an OSError: the connection is dropped
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.state = self.server.state
@@ -333,7 +352,8 @@ class Handler(BaseHTTPRequestHandler):
             if not poller.poll(min(left, 1.0) * 1000):
                 continue
             try:
-                if not self.connection.recv(1, socket.MSG_PEEK):
+                # socket.socket.recv: peek at the TCP stream itself, also under TLS.
+                if not socket.socket.recv(self.connection, 1, socket.MSG_PEEK):
                     return  # client hung up
             except OSError:
                 return
@@ -463,20 +483,41 @@ class Handler(BaseHTTPRequestHandler):
         size = self.q("chunk", 16384, int) if chunked else IO_SIZE
         if rate:
             size = max(1, min(size, int(rate / 10)))  # about ten writes per second
-        pieces = pattern_pieces(n, max(1, size))
+        code, start, end, range_headers = self.byte_range(n)
+        if code == 200:
+            code = self.q("status", 200, int)
+        pieces = pattern_pieces(end, max(1, size), start)
         if chunked:
             pieces = chunk_frames(pieces)
-        head = self.head(self.q("status", 200, int), [("Content-Type", "application/octet-stream")],
-                         length=n, chunked=chunked)
+        head = self.head(code, [("Content-Type", "application/octet-stream")] + range_headers,
+                         length=end - start, chunked=chunked)
         self.emit(head, pieces, rate)
+
+    def byte_range(self, n):
+        """The part of an N-byte body to send: (status, start, end, headers). With ranges=1, a
+        "Range: bytes=S-[E]" request header gets 206 and a Content-Range (416 when S is past the
+        end); ranges=wrong answers 206 from byte 0 whatever was asked (a broken server).
+        Otherwise, or without a Range header: 200 and the whole body."""
+        mode = self.q("ranges", "0")
+        asked = re.fullmatch(r"\s*bytes=(\d+)-(\d*)\s*", self.headers.get("Range", ""))
+        if mode in ("0", "", "false") or not asked:
+            return 200, 0, n, []
+        if mode == "wrong":
+            return 206, 0, n, [("Content-Range", f"bytes 0-{n - 1}/{n}")]
+        start = int(asked.group(1))
+        end = min(int(asked.group(2)) + 1, n) if asked.group(2) else n
+        if start >= n or end <= start:
+            return 416, 0, 0, [("Content-Range", f"bytes */{n}")]
+        return 206, start, end, [("Content-Range", f"bytes {start}-{end - 1}/{n}")]
 
     def flaky(self):
         attempt = self.state.flaky_attempt(self.q("key", ""))
         n = self.q("n", 16, int)
         if attempt > self.q("fail", 1, int):
-            head = self.head(200, [("Content-Type", "application/octet-stream"), ("X-Attempt", attempt)],
-                             length=n)
-            return self.emit(head, [pattern(0, n)])
+            code, start, end, range_headers = self.byte_range(n)
+            head = self.head(code, [("Content-Type", "application/octet-stream"), ("X-Attempt", attempt)]
+                             + range_headers, length=end - start)
+            return self.emit(head, [pattern(start, end - start)])
         mode = self.q("mode", "status")
         if mode == "reset":
             self.reset()
@@ -500,14 +541,22 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--exit-on-stdin-eof", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate (chain)")
+    parser.add_argument("--tls-key", metavar="FILE", help="the PEM private key of --tls-cert")
     args = parser.parse_args()
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    tls = None
+    if args.tls_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
 
     def stop(signum, frame):
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    server = FixtureServer(("127.0.0.1", args.port), State(args.verbose))
+    server = FixtureServer(("127.0.0.1", args.port), State(args.verbose, tls))
 
     if args.exit_on_stdin_eof:
         def watch_stdin():

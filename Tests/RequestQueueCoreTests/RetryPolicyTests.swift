@@ -17,14 +17,14 @@ private func policy(enabled: Bool = true, delay: Double = 5, outcomes: Set<Outco
         let expected: [(Outcome, Int32)] = [
             (.ok, 0), (.cancelled, 1), (.httpStatus, 2), (.timeout, 3), (.cannotResolveHost, 4),
             (.cannotConnect, 5), (.connectionLost, 6), (.tls, 7), (.tooManyRedirects, 8),
-            (.badResponse, 9), (.badRedirect, 10), (.transport, 11),
+            (.badResponse, 9), (.badRedirect, 10), (.transport, 11), (.responseTooLarge, 12), (.fileError, 13),
         ]
         #expect(Outcome.allCases.count == expected.count)
         for (outcome, value) in expected {
             #expect(outcome.rawValue == value)
             #expect(Outcome(rawValue: value) == outcome)
         }
-        #expect(Outcome(rawValue: 12) == nil)
+        #expect(Outcome(rawValue: Int32(expected.count)) == nil)
         #expect(Outcome(rawValue: -1) == nil)
     }
 

@@ -121,7 +121,7 @@ import Testing
             #expect(!name.isEmpty)
             #expect((code >= 0 && code <= 17) == (name != "unknown result code"))
             let outcome = String(cString: rq_outcome_str(code))
-            #expect((code >= 0 && code <= 12) == (outcome != "unknown outcome"))
+            #expect((code >= 0 && code <= 13) == (outcome != "unknown outcome"))
         }
         #expect(String(cString: rq_result_str(Int32(RQ_ERR_INVALID_URL.rawValue))) == "invalid URL")
         #expect(rq_version_number() == UInt32(RQ_VERSION_MAJOR * 10000 + RQ_VERSION_MINOR * 100 + RQ_VERSION_PATCH))

@@ -230,12 +230,16 @@ import Testing
         let url = fixture.url("/delay?s=0.5&group=\(g)&id=dup")
         _ = addAndRelease(q, try rec.request(url, tag: "running"))
         fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        // Suspended, so that the slot the cancelled request frees stays free while we look.
+        _ = rq_queue_suspend(q)
         _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=1&group=\(g)&id=other"), tag: "other"))
         _ = addAndRelease(q, try rec.request(url, tag: "waiting") { r in _ = rq_request_set_timeout(r, 30) })
         #expect(rec.waitForCompletions(1))
         #expect(rec.completion("running")?.outcome == RQ_OUTCOME_CANCELLED)
         #expect(count(q) == 2)
         _ = addAndRelease(q, try rec.request(url, tag: "last"))
+        #expect(count(q) == 2)
+        _ = rq_queue_resume(q)
         #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
         #expect(rec.completion("waiting")?.outcome == RQ_OUTCOME_CANCELLED)
         #expect(rec.completion("last")?.outcome == RQ_OUTCOME_OK)

@@ -281,3 +281,149 @@ func addAndRelease(_ queue: OpaquePointer?, _ request: OpaquePointer?) -> rq_res
     _ = rq_request_free(request)
     return rc
 }
+
+// MARK: - Streaming and metrics (StreamingTests)
+
+/// The fixture's body pattern (Tests/Fixtures/fixture_server.py): "abc...xyz0...9" repeated.
+enum FixturePattern {
+    static let unit = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+    /// Enough of the pattern to compare a chunk of up to 256 KiB starting at any phase.
+    static let block: [UInt8] = unit.cycled(to: 262_144 + unit.count)
+
+    /// Bytes [offset, offset + count) of the pattern.
+    static func bytes(_ offset: Int = 0, _ count: Int) -> [UInt8] {
+        Array(unit.cycled(to: offset % unit.count + count).dropFirst(offset % unit.count))
+    }
+
+    /// Whether `data` is the pattern from `offset` on, compared with memcmp (fast in debug builds).
+    static func matches(_ data: UnsafeBufferPointer<UInt8>, at offset: UInt64) -> Bool {
+        var done = 0
+        while done < data.count {
+            let n = min(262_144, data.count - done)
+            let phase = Int((offset + UInt64(done)) % UInt64(unit.count))
+            let same = block.withUnsafeBufferPointer { memcmp(data.baseAddress! + done, $0.baseAddress! + phase, n) == 0 }
+            if !same { return false }
+            done += n
+        }
+        return true
+    }
+}
+
+/// What the body callbacks (and metrics) of one recorder's requests received, per tag.
+final class StreamLog: @unchecked Sendable {
+    struct Stream {
+        /// The bytes of the current body (since the last chunk at offset 0), if kept.
+        var bytes: [UInt8] = []
+        /// Bytes of the current body, and of every chunk received.
+        var count: UInt64 = 0
+        var totalReceived: UInt64 = 0
+        var calls = 0
+        /// Chunks at offset 0: 1 per body; more when a retry started the body over.
+        var starts = 0
+        /// Every chunk continued the previous one (offset == bytes so far).
+        var contiguous = true
+        /// Every chunk was the fixture's pattern at its offset.
+        var matchesPattern = true
+        var threads: Set<UInt> = []
+        /// Chunk calls seen when the completion ran (nil before it).
+        var callsAtCompletion: Int?
+        var metrics: rq_metrics?
+        var metricsResult: rq_result?
+    }
+
+    private let lock = NSLock()
+    private var streams: [String: Stream] = [:]
+    /// Whether chunk bytes are kept (not for huge bodies).
+    var keepBytes = true
+    /// Runs after each chunk is recorded (tag, stream so far); its result is the callback's.
+    var onChunk: ((String, Stream) -> Int32)?
+    /// Runs inside the completion callback with the borrowed response, before it is recorded.
+    var onResponse: ((String, OpaquePointer?) -> Void)?
+
+    func stream(_ tag: String) -> Stream { lock.lock(); defer { lock.unlock() }; return streams[tag] ?? Stream() }
+
+    fileprivate func record(_ tag: String, _ data: UnsafeBufferPointer<UInt8>, offset: UInt64) -> Int32 {
+        lock.lock()
+        var s = streams[tag] ?? Stream()
+        if offset == 0 {
+            s.starts += 1
+            s.count = 0
+            s.bytes.removeAll()
+        }
+        if offset != s.count { s.contiguous = false }
+        if !FixturePattern.matches(data, at: offset) { s.matchesPattern = false }
+        if keepBytes { s.bytes.append(contentsOf: data) }
+        s.count = offset + UInt64(data.count)
+        s.totalReceived += UInt64(data.count)
+        s.calls += 1
+        s.threads.insert(UInt(bitPattern: Int(pthread_self())))
+        streams[tag] = s
+        let hook = onChunk
+        lock.unlock()
+        return hook?(tag, s) ?? 0
+    }
+
+    fileprivate func recordCompletion(_ tag: String, _ response: OpaquePointer?) {
+        onResponse?(tag, response)
+        var m = rq_metrics()
+        m.size = MemoryLayout<rq_metrics>.size
+        let rc = rq_response_metrics(response, &m)
+        lock.lock()
+        var s = streams[tag] ?? Stream()
+        s.callsAtCompletion = s.calls
+        s.metrics = rc == RQ_OK ? m : nil
+        s.metricsResult = rc
+        streams[tag] = s
+        lock.unlock()
+    }
+}
+
+private let streamLogs = Locked<[ObjectIdentifier: (Recorder, StreamLog)]>([:])
+
+extension Recorder {
+    /// The stream log of this recorder (created on first use; kept for the whole run).
+    var streams: StreamLog {
+        var log: StreamLog!
+        streamLogs.mutate { table in
+            if let entry = table[ObjectIdentifier(self)] { log = entry.1 } else {
+                log = StreamLog()
+                table[ObjectIdentifier(self)] = (self, log)
+            }
+        }
+        return log
+    }
+
+    /// Like `request`, with a completion that also records the metrics (and runs
+    /// `streams.onResponse`), and with the body streamed to `streams` when `body` is true.
+    func streamingRequest(_ url: String, tag: String, body: Bool = true, progress: Bool = false,
+                          configure: (OpaquePointer?) -> Void = { _ in }) throws -> OpaquePointer? {
+        var r: OpaquePointer?
+        let rc = rq_request_new(url, &r)
+        try #require(rc == RQ_OK, "rq_request_new(\(url)) = \(String(cString: rq_result_str(Int32(rc.rawValue))))")
+        _ = streams
+        let box = Unmanaged.passRetained(Tagged(tag: tag, recorder: self)).toOpaque()
+        #expect(rq_request_set_completion(r, onDoneWithMetrics, box, onFinalize) == RQ_OK)
+        if body { #expect(rq_request_set_body_callback(r, onData) == RQ_OK) }
+        if progress { #expect(rq_request_set_download_progress(r, onDownload) == RQ_OK) }
+        configure(r)
+        return r
+    }
+}
+
+private let onData: rq_data_fn = { context, _, data, size, offset in
+    guard let t = tagged(context), let data else { return 1 }
+    return t.recorder.streams.record(t.tag, UnsafeBufferPointer(start: data, count: size), offset: offset)
+}
+
+private let onDoneWithMetrics: rq_completion_fn = { context, request, response in
+    if let t = tagged(context) { t.recorder.streams.recordCompletion(t.tag, response) }
+    onDone(context, request, response)
+}
+
+/// The resident set size of this process in bytes (VmRSS of /proc/self/status).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+    let kib = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+    return kib * 1024
+}

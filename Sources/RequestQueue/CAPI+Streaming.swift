@@ -1,0 +1,39 @@
+// The C boundary of streaming (see "Streaming" in include/requestqueue.h): thin forwarders that
+// check their input and never trap on it.
+import CRequestQueueAPI
+import Glibc
+
+/// Runs `body` on the configuration of the request behind `pointer`, if it can still be changed.
+private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
+    guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
+    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return RQ_ERR_INVALID_HANDLE }
+    return r.configure(body)
+}
+
+@c @implementation public func rq_request_set_body_callback(_ pointer: OpaquePointer?, _ fn: rq_data_fn?) -> rq_result {
+    configureRequest(pointer) { r in
+        guard let fn else {
+            r.bodyCallback = nil
+            return RQ_OK
+        }
+        guard r.outputPath == nil else { return RQ_ERR_INVALID_STATE }
+        r.bodyCallback = fn
+        if r.flow == nil { r.flow = StreamFlow() }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_output_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ resume: Int32) -> rq_result {
+    configureRequest(pointer) { r in
+        guard let path else {
+            r.outputPath = nil
+            r.outputResume = false
+            return RQ_OK
+        }
+        guard path.pointee != 0 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard r.bodyCallback == nil else { return RQ_ERR_INVALID_STATE }
+        r.outputPath = String(decoding: UnsafeRawBufferPointer(start: path, count: strlen(path)), as: UTF8.self)
+        r.outputResume = resume != 0
+        return RQ_OK
+    }
+}

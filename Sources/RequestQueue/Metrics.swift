@@ -1,0 +1,57 @@
+import CCurl
+
+/// Figures of a request's last attempt (`rq_response_metrics`). Times in seconds, -1 when they do
+/// not apply.
+struct Metrics {
+    var queued = -1.0
+    var dns = -1.0
+    var connect = -1.0
+    var tls = -1.0
+    var firstByte = -1.0
+    var total = -1.0
+    var bytesDown: UInt64 = 0
+    var bytesUp: UInt64 = 0
+    var reused = false
+
+    /// No attempt ran (a cancelled request, a transfer that could not be set up).
+    static let none = Metrics()
+
+    /// Reads the figures of the attempt that just ended on `easy` (engine thread, before the
+    /// handle is reset). `queued` is from the request's acceptance to its first attempt.
+    init(easy: UnsafeMutableRawPointer, request: Request, effectiveURL: String) {
+        func seconds(_ info: CURLINFO) -> Double {
+            var micro: curl_off_t = 0
+            guard ccurl_easy_getinfo_off(easy, info, &micro) == CURLE_OK, micro > 0 else { return 0 }
+            return Double(micro) / 1e6
+        }
+        func count(_ info: CURLINFO) -> UInt64 {
+            var value: curl_off_t = 0
+            guard ccurl_easy_getinfo_off(easy, info, &value) == CURLE_OK else { return 0 }
+            return UInt64(max(0, value))
+        }
+        if request.acceptedAt > 0, request.firstAttemptAt >= request.acceptedAt {
+            queued = request.firstAttemptAt - request.acceptedAt
+        }
+        var connects = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+        var received = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &received)
+        total = seconds(CURLINFO_TOTAL_TIME_T)
+        // libcurl reports 0 for a step it did not reach; a reused connection skips the first ones.
+        let lookup = seconds(CURLINFO_NAMELOOKUP_TIME_T)
+        let connected = seconds(CURLINFO_CONNECT_TIME_T)
+        let handshake = seconds(CURLINFO_APPCONNECT_TIME_T)
+        let first = seconds(CURLINFO_STARTTRANSFER_TIME_T)
+        reused = connects == 0 && received > 0
+        let madeConnection = connected > 0 || reused
+        if madeConnection || lookup > 0 { dns = min(lookup, total) }
+        if madeConnection { connect = min(max(connected, dns), total) }
+        let secure = effectiveURL.utf8.count >= 6 && effectiveURL.prefix(6).lowercased() == "https:"
+        if secure, madeConnection, handshake > 0 || reused { tls = min(max(handshake, connect), total) }
+        if received > 0 { firstByte = min(max(first, tls, connect, dns), total) }
+        bytesDown = count(CURLINFO_SIZE_DOWNLOAD_T)
+        bytesUp = count(CURLINFO_SIZE_UPLOAD_T)
+    }
+
+    init() {}
+}

@@ -1,0 +1,150 @@
+import CCurl
+import Glibc
+
+// Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
+// control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
+
+/// Flow control of a body streamed to a callback. The engine thread admits chunks as they arrive;
+/// the delivering thread reports them delivered. When too many bytes wait for delivery, the
+/// engine pauses the transfer (libcurl stops reading the socket) and the delivery asks for it to
+/// resume once the waiting bytes dropped to half. Shared by the attempts of one request.
+final class StreamFlow: @unchecked Sendable {
+    /// Undelivered bytes above which a transfer pauses.
+    static let highWater = 1 << 20
+    /// Undelivered bytes at or below which a paused transfer resumes.
+    static let lowWater = highWater / 2
+
+    private let lock = Lock()
+    private var pending = 0
+    private var resumeWanted = false
+
+    /// Engine thread: whether a chunk of `size` bytes may be posted now. When not, the caller
+    /// pauses its transfer, and a later `delivered` returns true when it should resume.
+    func admit(_ size: Int) -> Bool {
+        lock.withLock {
+            if pending >= StreamFlow.highWater {
+                resumeWanted = true
+                return false
+            }
+            pending += size
+            return true
+        }
+    }
+
+    /// `size` admitted bytes left the queue (delivered, skipped, or never posted). Returns true
+    /// when a paused transfer should now resume.
+    func delivered(_ size: Int) -> Bool {
+        lock.withLock {
+            pending -= size
+            if resumeWanted, pending <= StreamFlow.lowWater {
+                resumeWanted = false
+                return true
+            }
+            return false
+        }
+    }
+}
+
+/// One piece of a streamed body, copied out of libcurl's buffer into malloc'ed memory.
+final class StreamChunk: @unchecked Sendable {
+    let bytes: UnsafeMutablePointer<UInt8>
+    let count: Int
+    /// Position of the first byte in the body of its attempt.
+    let offset: UInt64
+
+    /// Copies `count` bytes (> 0); nil when memory ran out.
+    init?(copying data: UnsafeRawPointer, count: Int, offset: UInt64) {
+        guard count > 0, let raw = malloc(count) else { return nil }
+        raw.copyMemory(from: data, byteCount: count)
+        bytes = raw.assumingMemoryBound(to: UInt8.self)
+        self.count = count
+        self.offset = offset
+    }
+
+    deinit { free(bytes) }
+}
+
+extension Queue {
+    /// Delivering thread: runs the body callback for one chunk, then lets the transfer resume if
+    /// it was paused waiting for the delivery to catch up.
+    func deliverChunk(_ request: Request, _ chunk: StreamChunk) {
+        if !request.completionDelivered, !request.streamStopped, let fn = request.bodyCallback {
+            if fn(request.context, request.pointer, chunk.bytes, chunk.count, chunk.offset) != 0 {
+                request.streamStopped = true
+                _ = cancel(request)
+            }
+        }
+        if request.flow?.delivered(chunk.count) == true { resumeStream(request) }
+    }
+}
+
+/// The output file of a request (`rq_request_set_output_file`), opened and written by the
+/// engine thread. Errors are kept as messages naming the file and the system error.
+struct OutputFile {
+    let path: String
+    private(set) var fd: Int32 = -1
+
+    init(path: String) { self.path = path }
+
+    /// The size of a regular file at `path`, or 0 (absent, empty, not a regular file).
+    static func resumableSize(_ path: String) -> Int64 {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 else { return 0 }
+        return Int64(info.st_size)
+    }
+
+    /// Opens the file to write from byte `from`: 0 creates or truncates it; a positive value keeps
+    /// that many bytes (cutting anything after them) and appends. Returns an error message.
+    mutating func open(from: Int64) -> String? {
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (from > 0 ? 0 : O_TRUNC)
+        let fd = Glibc.open(path, flags, 0o644)
+        guard fd >= 0 else { return message("cannot open", errno) }
+        if from > 0 {
+            if ftruncate(fd, off_t(from)) != 0 || lseek(fd, off_t(from), SEEK_SET) < 0 {
+                let error = errno
+                Glibc.close(fd)
+                return message("cannot resume at byte \(from) of", error)
+            }
+        }
+        self.fd = fd
+        return nil
+    }
+
+    /// Writes all of `data`; returns an error message.
+    func write(_ data: UnsafeRawPointer, _ count: Int) -> String? {
+        var done = 0
+        while done < count {
+            let n = Glibc.write(fd, data + done, count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return message("cannot write", errno)
+            }
+            done += n
+        }
+        return nil
+    }
+
+    /// Closes the file if open; returns an error message.
+    mutating func close() -> String? {
+        guard fd >= 0 else { return nil }
+        let result = Glibc.close(fd)
+        fd = -1
+        return result == 0 ? nil : message("cannot write", errno)
+    }
+
+    private func message(_ what: String, _ error: Int32) -> String {
+        "\(what) \(path): \(String(cString: strerror(error)))"
+    }
+}
+
+/// The first byte position of a Content-Range value ("bytes 100-299/300" gives 100), or nil.
+func contentRangeStart(_ value: String) -> Int64? {
+    var rest = Substring(value)
+    while rest.first == " " { rest = rest.dropFirst() }
+    guard rest.lowercased().hasPrefix("bytes") else { return nil }
+    rest = rest.dropFirst(5)
+    while rest.first == " " || rest.first == "=" { rest = rest.dropFirst() }
+    let digits = rest.prefix { $0 >= "0" && $0 <= "9" }
+    guard !digits.isEmpty, digits.count <= 18, rest.dropFirst(digits.count).first == "-" else { return nil }
+    return Int64(digits)
+}

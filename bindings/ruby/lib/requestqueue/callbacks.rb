@@ -1,0 +1,153 @@
+# frozen_string_literal: true
+
+module RequestQueue
+  # An authentication challenge (the server answered 401), given to a request's on_auth block.
+  # Answer it exactly once, during the block or later (from any thread), with #use_credential,
+  # #continue_without or #cancel. Until then the request keeps its running slot.
+  class AuthChallenge
+    # Earlier credentials the server rejected for this request (0 the first time).
+    attr_reader :failure_count
+    # The 401 Response (status, headers such as WWW-Authenticate, body), copied.
+    attr_reader :response
+    attr_reader :request
+
+    def initialize(pointer, failure_count, response, request)
+      @pointer = pointer
+      @failure_count = failure_count
+      @response = response
+      @request = request
+      @answered = false
+    end
+
+    # Sends the request again with these credentials (Basic or Digest, as the server asks).
+    def use_credential(user, password)
+      answer { Native.rq_auth_use_credential(@pointer, String(user), String(password)) }
+    end
+
+    # Completes the request with the 401 response (an HTTPStatusError).
+    def continue_without
+      answer { Native.rq_auth_continue_without(@pointer) }
+    end
+
+    # Cancels the request (a CancelledError).
+    def cancel
+      answer { Native.rq_auth_cancel(@pointer) }
+    end
+
+    def answered?
+      @answered
+    end
+
+    # The realm of a Basic/Digest WWW-Authenticate header, or nil.
+    def realm
+      value = response["www-authenticate"]
+      value && value[/realm="([^"]*)"/, 1]
+    end
+
+    private
+
+    def answer
+      raise InvalidStateError, "this challenge was already answered" if @answered
+
+      RequestQueue.check(yield, "answering the authentication challenge")
+      @answered = true
+      nil
+    end
+  end
+
+  # The C callbacks. There is one FFI::Function of each kind for the whole process (never
+  # garbage collected); each finds its request in REGISTRY by the native handle's address
+  # (handles are never reused within a process). A request's Ruby blocks stay referenced from
+  # REGISTRY until its completion, its final callback.
+  #
+  # With the dispatch delivery every callback runs on the Ruby thread that called Queue#run,
+  # #dispatch or #close. An exception raised by a block is caught here (it must not unwind
+  # through the library's frames) and stored on the queue; the dispatching call raises it once
+  # the library has returned.
+  module Callbacks
+    # request handle address => [Request, Queue::State]
+    REGISTRY = {}
+
+    def self.register(request, state)
+      REGISTRY[request.key] = [request, state]
+      state.add(request.key, request)
+    end
+
+    def self.unregister(request, state)
+      REGISTRY.delete(request.key)
+      state.remove(request.key)
+    end
+
+    def self.completion(key, response_pointer)
+      request, state = REGISTRY.delete(key)
+      return unless request
+
+      state.remove(key)
+      response = Response.copy(response_pointer, request)
+      block = request.finish(response)
+      block.call(response) if block && !state.suppressed
+    rescue Exception => e # rubocop:disable Lint/RescueException -- must not unwind through C
+      state&.errors&.push(e)
+    end
+
+    def self.progress(key, name, fraction, done, total)
+      request, state = REGISTRY[key]
+      return unless request && !state.suppressed
+
+      block = request.callback(name)
+      block&.call(fraction.negative? ? nil : fraction, done, total.negative? ? nil : total)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      state&.errors&.push(e)
+    end
+
+    # Returns 0 to go on, 1 to cancel the request (the block raised).
+    def self.body(key, data, size, offset)
+      request, state = REGISTRY[key]
+      return 0 unless request && !state.suppressed
+
+      block = request.callback(:on_body)
+      block&.call(data.read_bytes(size), offset)
+      0
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      state&.errors&.push(e)
+      1
+    end
+
+    def self.auth(key, challenge_pointer, failure_count, response_pointer)
+      request, state = REGISTRY[key]
+      block = request&.callback(:on_auth)
+      if block.nil? || state.suppressed
+        # No handler (or the queue is being freed by the garbage collector or at exit):
+        # answer now so the request does not wait forever.
+        Native.rq_auth_cancel(challenge_pointer)
+        return
+      end
+      challenge = AuthChallenge.new(challenge_pointer, failure_count,
+                                    Response.copy(response_pointer, request), request)
+      block.call(challenge)
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      Native.rq_auth_cancel(challenge_pointer) if challenge.nil? || !challenge.answered?
+      state&.errors&.push(e)
+    end
+
+    COMPLETION = FFI::Function.new(:void, %i[pointer pointer pointer]) do |_context, request, response|
+      completion(request.address, response)
+    end
+
+    DOWNLOAD_PROGRESS = FFI::Function.new(:void, %i[pointer pointer double int64 int64]) do |_c, request, fraction, done, total|
+      progress(request.address, :on_download_progress, fraction, done, total)
+    end
+
+    UPLOAD_PROGRESS = FFI::Function.new(:void, %i[pointer pointer double int64 int64]) do |_c, request, fraction, done, total|
+      progress(request.address, :on_upload_progress, fraction, done, total)
+    end
+
+    BODY = FFI::Function.new(:int, %i[pointer pointer pointer size_t uint64]) do |_c, request, data, size, offset|
+      body(request.address, data, size, offset)
+    end
+
+    AUTH = FFI::Function.new(:void, %i[pointer pointer pointer uint pointer]) do |_c, request, challenge, failures, response|
+      auth(request.address, challenge, failures, response)
+    end
+  end
+end

@@ -1,0 +1,401 @@
+# frozen_string_literal: true
+
+require "uri"
+
+module RequestQueue
+  # One HTTP exchange. Build it with Queue#add (which creates and adds it at once), or with
+  # Request.new and then Queue#add / Queue#<<. A request is single-use: it can be added once.
+  #
+  #   request = RequestQueue::Request.new("http://127.0.0.1:8080/upload",
+  #                                       method: :post, body: "data", timeout: 10)
+  #   request.on_complete { |response| ... }
+  #   request.on_upload_progress { |fraction, done, total| ... }
+  #   queue << request
+  #
+  # Options (all optional):
+  #   method:           "GET" (default), "POST", ...; a Symbol is upcased (:post => "POST")
+  #   headers:          Hash or Array of [name, value]; a nil value removes a header
+  #   body:             String (sent byte for byte), or a Hash/Array sent form-encoded with
+  #                     Content-Type application/x-www-form-urlencoded (unless one is given)
+  #   params:           Hash or Array appended to the URL's query string, form-encoded
+  #   timeout:          total seconds per attempt (0 = no limit, the default)
+  #   connect_timeout:  seconds to connect (default 30)
+  #   idle_timeout:     seconds without a byte before giving up (default 60, 0 = off)
+  #   credentials:      [user, password] sent as Basic auth with the first attempt
+  #   max_redirects:    redirects followed (default 10; 0 delivers the 3xx response itself)
+  #   max_response_size: bytes; a larger body ends the attempt with :response_too_large
+  #   ca_file:          PEM file of CA certificates to verify TLS servers with (always verified)
+  #   retry:            true (retry timeouts and connection failures every 5 s, without limit),
+  #                     an Integer (the most attempts, first included), or a Hash with
+  #                     :attempts (Integer, 0 = unlimited), :delay (seconds before the first
+  #                     retry), :on (outcome Symbols such as :timeout, :connection_lost,
+  #                     :cannot_connect, :http_status), :statuses (HTTP statuses such as
+  #                     [429, 503]), :backoff (delay multiplier per retry, default 1), :max_delay
+  #                     (cap in seconds, 0 = none), :jitter (0..1) and :non_idempotent (true to
+  #                     allow retrying POST, PATCH, ...)
+  #   priority:         :very_low, :low, :normal (default), :high, :very_high (or -2..2)
+  #   tag:              a String to count, list or cancel requests by (Queue#count(tag:), ...)
+  #   output_file:      write a 2xx body into this file instead of the response (resume: true
+  #                     continues a partial file with a Range request)
+  #   on_complete, on_download_progress, on_upload_progress, on_auth, on_body:  callables, as
+  #                     the block methods of the same names
+  class Request
+    OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout credentials retry
+                 max_redirects max_response_size ca_file priority tag output_file resume
+                 on_complete on_download_progress on_upload_progress on_auth on_body].freeze
+    CALLBACKS = %i[on_complete on_download_progress on_upload_progress on_auth on_body].freeze
+    RETRY_OPTIONS = %i[attempts delay on statuses backoff max_delay jitter non_idempotent].freeze
+
+    attr_reader :url, :http_method, :response, :queue, :tag
+
+    # Releases the native handle when the Request is garbage collected. Built here, in a class
+    # method, so that it holds no reference to the Request. Skipped in a forked child: the
+    # handle belongs to the parent's library state.
+    def self.releaser(pid)
+      proc { |pointer| Native.rq_request_free(pointer) if Process.pid == pid }
+    end
+
+    def initialize(url, **options, &on_complete)
+      unknown = options.keys - OPTIONS
+      raise ArgumentError, "unknown option#{"s" if unknown.size > 1}: #{unknown.join(", ")}" unless unknown.empty?
+
+      @url = build_url(url, options[:params])
+      out = FFI::MemoryPointer.new(:pointer)
+      RequestQueue.check(Native.rq_request_new(@url, out), "URL #{@url.inspect}")
+      @pointer = FFI::AutoPointer.new(out.read_pointer, Request.releaser(Process.pid))
+      @key = @pointer.address
+      @http_method = "GET"
+      @queue = nil
+      @response = nil
+      @callbacks = {}
+      @submit_lock = Mutex.new
+
+      self.http_method = options[:method] if options.key?(:method)
+      set_headers(options[:headers]) if options[:headers]
+      set_body(options[:body]) if options.key?(:body) && !options[:body].nil?
+      set_seconds(:rq_request_set_timeout, :timeout, options[:timeout])
+      set_seconds(:rq_request_set_connect_timeout, :connect_timeout, options[:connect_timeout])
+      set_seconds(:rq_request_set_idle_timeout, :idle_timeout, options[:idle_timeout])
+      set_credentials(options[:credentials]) if options[:credentials]
+      set_count(:rq_request_set_max_redirects, :max_redirects, options[:max_redirects], 0xFFFF_FFFF)
+      set_count(:rq_request_set_max_response_size, :max_response_size, options[:max_response_size], 2**64 - 1)
+      set_ca_file(options[:ca_file]) if options[:ca_file]
+      set_retry(options[:retry]) if options.key?(:retry)
+      self.priority = options[:priority] if options.key?(:priority)
+      set_tag(options[:tag]) if options[:tag]
+      set_output_file(options[:output_file], options[:resume]) if options[:output_file]
+      raise ArgumentError, "resume: needs output_file:" if options[:resume] && !options[:output_file]
+
+      on_complete(&on_complete) if on_complete
+      CALLBACKS.each { |name| set_callback(name, options[name]) if options[name] }
+    end
+
+    # The block called once with the Response when the request completes, whatever the outcome
+    # (ok, HTTP status error, timeout, cancelled, ...). Returns self.
+    def on_complete(&block)
+      set_callback(:on_complete, block)
+    end
+
+    # The block called as the body downloads: |fraction, done, total|. fraction is within
+    # [0, 1], or nil while the total is unknown (then total is nil too); done counts bytes.
+    # A final call reports 1.0 after a success. Returns self.
+    def on_download_progress(&block)
+      set_callback(:on_download_progress, block)
+    end
+
+    # The same for the upload of the body (only requests with a body report it).
+    def on_upload_progress(&block)
+      set_callback(:on_upload_progress, block)
+    end
+
+    # The block called with an AuthChallenge when the server answers 401. It must answer it
+    # exactly once, now or later: challenge.use_credential(user, password),
+    # challenge.continue_without or challenge.cancel. If the block raises, the request is
+    # cancelled and the exception is raised from Queue#run. Without this block a 401 completes
+    # the request with an HTTPStatusError. Returns self.
+    def on_auth(&block)
+      set_callback(:on_auth, block)
+    end
+
+    # The block called with each piece of a 2xx response body as it arrives, instead of
+    # collecting it: |chunk, offset| (a binary String, and its position in the body of the
+    # current attempt; 0 again when a retry starts the body over). After a success the
+    # Response's body is empty. Memory stays bounded: while about 1 MiB waits for dispatch, the
+    # transfer pauses. If the block raises, the request is cancelled and the exception is raised
+    # from Queue#run. Not with output_file:. Returns self.
+    def on_body(&block)
+      set_callback(:on_body, block)
+    end
+
+    # :very_low, :low, :normal, :high or :very_high.
+    def priority
+      out = FFI::MemoryPointer.new(:int)
+      RequestQueue.check(Native.rq_request_get_priority(@pointer, out))
+      Native::PRIORITIES.key(out.read(:int))
+    end
+
+    # May change while the request waits: it moves to its new level. No effect once running.
+    def priority=(value)
+      level = value.is_a?(Integer) ? value : Native::PRIORITIES[value]
+      unless level
+        raise ArgumentError, "priority must be one of #{Native::PRIORITIES.keys.map(&:inspect).join(", ")} or -2..2, not #{value.inspect}"
+      end
+
+      RequestQueue.check(Native.rq_request_set_priority(@pointer, level), "priority #{value.inspect}")
+    end
+
+    # :new, :waiting, :running or :completed.
+    def state
+      out = FFI::MemoryPointer.new(:int)
+      RequestQueue.check(Native.rq_request_get_state(@pointer, out))
+      Native::STATES.fetch(out.read(:int))
+    end
+
+    # True once the completion has been delivered (then #response is set).
+    def completed?
+      !@response.nil?
+    end
+
+    # Cancels the request if it is waiting or running: its completion then says :cancelled.
+    # Returns true if this call cancelled it, false if it was not active (never added, or
+    # already completed).
+    def cancel
+      rc = Native.rq_cancel(@pointer)
+      return false if rc == NotActiveError::CODE
+
+      RequestQueue.check(rc)
+      true
+    end
+
+    def inspect
+      "#<#{self.class} #{@http_method} #{@url}#{" completed" if completed?}>"
+    end
+
+    # ---- Used by Queue and the callback trampolines ------------------------------------
+
+    # The registry key: the native handle's address (handle values are never reused).
+    attr_reader :key # :nodoc:
+
+    def callback(name) # :nodoc:
+      @callbacks[name]
+    end
+
+    # Adds the request to a native queue. Called by Queue#add with the queue's state.
+    def submit(queue, queue_state, queue_pointer) # :nodoc:
+      @submit_lock.synchronize do
+        raise AlreadyAddedError, "this request was already added to a queue" if @queue
+
+        ptr = @pointer
+        RequestQueue.check(Native.rq_request_set_completion(ptr, Callbacks::COMPLETION, nil, nil))
+        RequestQueue.check(Native.rq_request_set_download_progress(
+                             ptr, @callbacks[:on_download_progress] && Callbacks::DOWNLOAD_PROGRESS))
+        RequestQueue.check(Native.rq_request_set_upload_progress(
+                             ptr, @callbacks[:on_upload_progress] && Callbacks::UPLOAD_PROGRESS))
+        RequestQueue.check(Native.rq_request_set_auth_handler(ptr, @callbacks[:on_auth] && Callbacks::AUTH))
+        if @callbacks[:on_body]
+          RequestQueue.check(Native.rq_request_set_body_callback(ptr, Callbacks::BODY), "on_body")
+        end
+        @queue = queue
+        Callbacks.register(self, queue_state)
+        rc = Native.rq_add(queue_pointer, ptr)
+        return self if rc == Native::RQ_OK
+
+        Callbacks.unregister(self, queue_state)
+        @queue = nil
+        RequestQueue.check(rc)
+      end
+    end
+
+    # Records the final response and drops the callbacks (nothing is called after this).
+    # Returns the completion block, if any.
+    def finish(response) # :nodoc:
+      @response = response
+      callbacks = @callbacks
+      @callbacks = {}.freeze
+      callbacks[:on_complete]
+    end
+
+    private
+
+    def build_url(url, params)
+      url = url.to_s if url.is_a?(URI::Generic)
+      raise TypeError, "URL must be a String or URI, not #{url.class}" unless url.is_a?(String)
+      return url if params.nil? || (params.respond_to?(:empty?) && params.empty?)
+
+      query = URI.encode_www_form(params)
+      separator = if url.include?("?")
+                    url.end_with?("?", "&") ? "" : "&"
+                  else
+                    "?"
+                  end
+      "#{url}#{separator}#{query}"
+    end
+
+    def http_method=(value)
+      value = value.to_s.upcase if value.is_a?(Symbol)
+      raise TypeError, "method must be a String or Symbol, not #{value.class}" unless value.is_a?(String)
+
+      RequestQueue.check(Native.rq_request_set_method(@pointer, value), "method #{value.inspect}")
+      @http_method = value
+    end
+
+    def set_headers(headers)
+      pairs = headers.respond_to?(:each_pair) ? headers.each_pair.to_a : Array(headers)
+      pairs.each do |pair|
+        raise TypeError, "headers must be a Hash or an Array of [name, value] pairs" unless pair.is_a?(Array) && pair.size == 2
+
+        name, value = pair
+        name = name.to_s
+        value = value.nil? ? nil : value.to_s
+        @content_type = true if name.casecmp?("content-type") && value
+        RequestQueue.check(Native.rq_request_set_header(@pointer, name, value), "header #{name.inspect}")
+      end
+    end
+
+    def set_body(body)
+      if body.is_a?(Hash) || body.is_a?(Array)
+        body = URI.encode_www_form(body)
+        unless @content_type
+          RequestQueue.check(Native.rq_request_set_header(@pointer, "Content-Type",
+                                                          "application/x-www-form-urlencoded"))
+        end
+      end
+      raise TypeError, "body must be a String, Hash or Array, not #{body.class}" unless body.is_a?(String)
+
+      if body.empty?
+        RequestQueue.check(Native.rq_request_set_body(@pointer, nil, 0))
+      else
+        buffer = FFI::MemoryPointer.new(:uint8, body.bytesize)
+        buffer.put_bytes(0, body)
+        RequestQueue.check(Native.rq_request_set_body(@pointer, buffer, body.bytesize))
+      end
+    end
+
+    def set_seconds(function, name, value)
+      return if value.nil?
+      raise TypeError, "#{name} must be a number of seconds, not #{value.class}" unless value.is_a?(Numeric)
+
+      RequestQueue.check(Native.public_send(function, @pointer, value.to_f), "#{name} #{value.inspect}")
+    end
+
+    def set_count(function, name, value, max)
+      return if value.nil?
+      unless value.is_a?(Integer) && value >= 0 && value <= max
+        raise ArgumentError, "#{name} must be an Integer >= 0, not #{value.inspect}"
+      end
+
+      RequestQueue.check(Native.public_send(function, @pointer, value), "#{name} #{value}")
+    end
+
+    def set_ca_file(path)
+      path = path.to_path if path.respond_to?(:to_path)
+      raise TypeError, "ca_file must be a path (String or Pathname), not #{path.class}" unless path.is_a?(String)
+
+      RequestQueue.check(Native.rq_request_set_ca_file(@pointer, path), "ca_file #{path.inspect}")
+    end
+
+    def set_tag(tag)
+      raise TypeError, "tag must be a String, not #{tag.class}" unless tag.is_a?(String)
+
+      RequestQueue.check(Native.rq_request_set_tag(@pointer, tag), "tag #{tag.inspect}")
+      @tag = tag.dup.freeze
+    end
+
+    def set_output_file(path, resume)
+      path = path.to_path if path.respond_to?(:to_path)
+      raise TypeError, "output_file must be a path (String or Pathname), not #{path.class}" unless path.is_a?(String)
+
+      RequestQueue.check(Native.rq_request_set_output_file(@pointer, path, resume ? 1 : 0),
+                         "output_file #{path.inspect}")
+    end
+
+    def set_credentials(credentials)
+      user, password = credentials.is_a?(String) ? credentials.split(":", 2) : credentials
+      unless user.is_a?(String) && (password.nil? || password.is_a?(String))
+        raise TypeError, "credentials must be [user, password] or \"user:password\""
+      end
+
+      RequestQueue.check(Native.rq_request_set_credentials(@pointer, user, password || ""))
+    end
+
+    def set_retry(value)
+      case value
+      when nil, false
+        RequestQueue.check(Native.rq_request_set_retry(@pointer, 0))
+      when true
+        RequestQueue.check(Native.rq_request_set_retry(@pointer, 1))
+      when Integer
+        set_attempts(value)
+        RequestQueue.check(Native.rq_request_set_retry(@pointer, 1))
+      when Hash
+        unknown = value.keys - RETRY_OPTIONS
+        raise ArgumentError, "unknown retry option#{"s" if unknown.size > 1}: #{unknown.join(", ")}" unless unknown.empty?
+
+        set_attempts(value[:attempts]) if value.key?(:attempts)
+        set_seconds(:rq_request_set_retry_delay, :"retry delay", value[:delay])
+        set_retry_outcomes(value[:on]) if value.key?(:on)
+        set_retry_statuses(value[:statuses]) if value.key?(:statuses)
+        set_backoff(value) if value.key?(:backoff) || value.key?(:max_delay) || value.key?(:jitter)
+        if value.key?(:non_idempotent)
+          RequestQueue.check(Native.rq_request_set_retry_non_idempotent(@pointer, value[:non_idempotent] ? 1 : 0))
+        end
+        RequestQueue.check(Native.rq_request_set_retry(@pointer, 1))
+      else
+        raise TypeError, "retry must be true, false, an Integer or a Hash, not #{value.class}"
+      end
+    end
+
+    def set_attempts(count)
+      unless count.is_a?(Integer) && count >= 0 && count <= 0xFFFF_FFFF
+        raise ArgumentError, "retry attempts must be an Integer >= 0 (0 = unlimited), not #{count.inspect}"
+      end
+
+      RequestQueue.check(Native.rq_request_set_max_attempts(@pointer, count), "retry attempts #{count}")
+    end
+
+    def set_retry_statuses(statuses)
+      statuses = Array(statuses)
+      unless statuses.all? { |code| code.is_a?(Integer) && code.between?(-2**31, 2**31 - 1) }
+        raise TypeError, "retry statuses must be Integers such as 429 or 503, not #{statuses.inspect}"
+      end
+
+      buffer = FFI::MemoryPointer.new(:int, [statuses.size, 1].max)
+      buffer.write_array_of_int(statuses) unless statuses.empty?
+      RequestQueue.check(Native.rq_request_set_retry_statuses(@pointer, statuses.empty? ? nil : buffer, statuses.size),
+                         "retry statuses #{statuses.inspect}")
+    end
+
+    def set_backoff(options)
+      numbers = %i[backoff max_delay jitter].to_h { |k| [k, options.fetch(k, k == :backoff ? 1 : 0)] }
+      numbers.each do |name, number|
+        raise TypeError, "retry #{name} must be a number, not #{number.class}" unless number.is_a?(Numeric)
+      end
+      RequestQueue.check(Native.rq_request_set_retry_backoff(@pointer, numbers[:backoff].to_f,
+                                                             numbers[:max_delay].to_f, numbers[:jitter].to_f),
+                         "retry backoff #{numbers.inspect}")
+    end
+
+    def set_retry_outcomes(outcomes)
+      codes = Array(outcomes).map do |outcome|
+        Native::OUTCOMES.index(outcome) or
+          raise ArgumentError, "unknown outcome #{outcome.inspect} (known: #{Native::OUTCOMES.join(", ")})"
+      end
+      if codes.empty?
+        RequestQueue.check(Native.rq_request_set_retry_outcomes(@pointer, nil, 0))
+      else
+        buffer = FFI::MemoryPointer.new(:int, codes.size)
+        buffer.write_array_of_int(codes)
+        RequestQueue.check(Native.rq_request_set_retry_outcomes(@pointer, buffer, codes.size),
+                           "retry on #{outcomes.inspect}")
+      end
+    end
+
+    def set_callback(name, callable)
+      raise TypeError, "#{name} needs a block or an object that responds to #call" unless callable.respond_to?(:call)
+      raise RequestFrozenError, "the request was already added: its callbacks can no longer change" if @queue || completed?
+
+      @callbacks[name] = callable
+      self
+    end
+  end
+end

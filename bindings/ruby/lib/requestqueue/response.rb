@@ -1,0 +1,135 @@
+# frozen_string_literal: true
+
+module RequestQueue
+  # The result of a request, copied out of the library during its completion callback (or, for
+  # AuthChallenge#response, during the authentication callback). Immutable.
+  #
+  #   response.ok?          # true for the outcome :ok (an HTTP status below 400)
+  #   response.outcome      # :ok, :cancelled, :http_status, :timeout, :connection_lost, ...
+  #   response.status       # 200; 0 when no response was received
+  #   response.body         # binary String (Encoding::BINARY)
+  #   response.headers      # [["Content-Type", "text/plain"], ...] in the order received
+  #   response["content-type"]  # first header of that name, case-insensitive, or nil
+  #   response.url          # the effective URL, after redirects
+  #   response.error        # nil, or the RequestError subclass instance for the outcome
+  #   response.value!       # self when ok?, else raises #error
+  #   response.metrics      # timings and byte counts (a Metrics)
+  class Response
+    # Figures of the request (rq_metrics). Times in seconds, nil where they do not apply (no
+    # attempt started, no TLS, step not reached): queued (waiting in the queue), then from the
+    # start of the last attempt dns, connect, tls, first_byte and total; bytes_down and bytes_up
+    # of the last attempt; attempts; connection_reused (true when the last attempt reused a
+    # connection opened by an earlier request).
+    Metrics = Struct.new(:queued, :dns, :connect, :tls, :first_byte, :total, :bytes_down, :bytes_up,
+                         :attempts, :connection_reused, keyword_init: true)
+
+    attr_reader :outcome, :status, :body, :headers, :url, :error_message, :attempts, :request, :metrics
+
+    # Copies everything out of a borrowed rq_response pointer.
+    def self.copy(pointer, request)
+      size = FFI::MemoryPointer.new(:size_t)
+      data = Native.rq_response_body(pointer, size)
+      length = size.read(:size_t)
+      body = length.zero? || data.null? ? String.new(encoding: Encoding::BINARY) : data.read_bytes(length)
+
+      name_p = FFI::MemoryPointer.new(:pointer)
+      value_p = FFI::MemoryPointer.new(:pointer)
+      headers = Array.new(Native.rq_response_header_count(pointer)) do |i|
+        RequestQueue.check(Native.rq_response_header_at(pointer, i, name_p, value_p))
+        [text(name_p.read_pointer.read_string), text(value_p.read_pointer.read_string)].freeze
+      end
+
+      outcome_code = Native.rq_response_outcome(pointer)
+      new(outcome: Native::OUTCOMES.fetch(outcome_code, :transport),
+          metrics: copy_metrics(pointer),
+          status: Native.rq_response_status(pointer),
+          body: body.freeze,
+          headers: headers.freeze,
+          url: text(Native.rq_response_url(pointer).to_s).freeze,
+          error_message: text(Native.rq_response_error_message(pointer).to_s).freeze,
+          attempts: Native.rq_response_attempts(pointer),
+          request: request)
+    end
+
+    def self.copy_metrics(pointer)
+      raw = Native::Metrics.new
+      raw[:size] = Native::Metrics.size
+      RequestQueue.check(Native.rq_response_metrics(pointer, raw))
+      time = ->(name) { raw[name].negative? ? nil : raw[name] }
+      Metrics.new(queued: time[:queued], dns: time[:dns], connect: time[:connect], tls: time[:tls],
+                  first_byte: time[:first_byte], total: time[:total],
+                  bytes_down: raw[:bytes_down], bytes_up: raw[:bytes_up], attempts: raw[:attempts],
+                  connection_reused: raw[:connection_reused] != 0).freeze
+    end
+
+    # UTF-8 when the bytes are valid UTF-8, binary otherwise.
+    def self.text(bytes)
+      s = bytes.dup.force_encoding(Encoding::UTF_8)
+      s.valid_encoding? ? s : s.force_encoding(Encoding::BINARY)
+    end
+
+    def initialize(outcome:, status:, body:, headers:, url:, error_message:, attempts:, request: nil,
+                   metrics: nil)
+      @outcome = outcome
+      @status = status
+      @body = body
+      @headers = headers
+      @url = url
+      @error_message = error_message
+      @attempts = attempts
+      @request = request
+      @metrics = metrics
+      freeze
+    end
+
+    def ok?
+      outcome == :ok
+    end
+    alias success? ok?
+
+    def cancelled?
+      outcome == :cancelled
+    end
+
+    def timed_out?
+      outcome == :timeout
+    end
+
+    # The value of the first header named `name` (case-insensitive), or nil.
+    def header(name)
+      wanted = name.to_s.downcase
+      pair = headers.find { |n, _| n.downcase == wanted }
+      pair && pair[1]
+    end
+    alias [] header
+
+    # The headers as a Hash with lower-case names; repeated headers are joined with ", ".
+    def header_hash
+      headers.each_with_object({}) do |(name, value), hash|
+        key = name.downcase
+        hash[key] = hash.key?(key) ? "#{hash[key]}, #{value}" : value
+      end
+    end
+
+    # nil when ok?, else an instance of the RequestError subclass for the outcome (for
+    # :http_status an HTTPStatusError, which carries this response).
+    def error
+      return nil if ok?
+
+      OUTCOME_ERRORS.fetch(outcome, TransportError).new(self)
+    end
+
+    # Raises #error unless ok?; returns self otherwise.
+    def raise_error
+      err = error
+      raise err if err
+
+      self
+    end
+    alias value! raise_error
+
+    def inspect
+      "#<#{self.class} #{outcome} status=#{status} body=#{body.bytesize}B url=#{url}>"
+    end
+  end
+end

@@ -1,0 +1,33 @@
+# frozen_string_literal: true
+
+require_relative "lib/requestqueue/version"
+
+# `rake gem` (or scripts/test-ruby) first builds librequestqueue with the Swift runtime linked in
+# (RQ_STATIC_STDLIB=1 scripts/build-lib release) and copies it to lib/requestqueue/native/:
+# the gem then bundles it and is built for this platform (x86_64-linux); it needs only libc,
+# libstdc++ and libcurl at run time. Without that copy, `gem build` makes a pure-Ruby gem that
+# loads the library from REQUESTQUEUE_LIBRARY or the system loader (librequestqueue.so.0).
+BUNDLED_LIBRARY = "lib/requestqueue/native/librequestqueue.so"
+
+Gem::Specification.new do |spec|
+  spec.name = "requestqueue"
+  spec.version = RequestQueue::VERSION
+  spec.summary = "Queues of concurrent HTTP requests on libcurl, with callbacks on your own thread"
+  spec.description = <<~TEXT
+    Ruby binding of librequestqueue: queues of concurrent asynchronous HTTP requests (limits,
+    FIFO/LIFO, duplicates, retries, timeouts, progress, authentication challenges, cancel,
+    suspend/resume) run by libcurl on the library's threads, with every callback dispatched on
+    the Ruby thread that runs the queue, and the queue's descriptor usable with IO.select.
+  TEXT
+  spec.authors = ["RequestQueue developers"]
+  spec.required_ruby_version = ">= 2.7"
+  spec.files = Dir.glob("lib/**/*.rb", base: __dir__) + %w[README.md requestqueue.gemspec] +
+               Dir.glob("examples/*.rb", base: __dir__)
+  if File.exist?(File.join(__dir__, BUNDLED_LIBRARY))
+    spec.files << BUNDLED_LIBRARY
+    spec.platform = Gem::Platform.local
+  end
+  spec.require_paths = ["lib"]
+  spec.add_runtime_dependency "ffi", ">= 1.15", "< 2"
+  spec.add_development_dependency "minitest", "~> 5.0"
+end

@@ -1,0 +1,271 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Building requests, what the server receives, what the response holds, and errors.
+class TestRequests < Minitest::Test
+  PATTERN = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+  def fetch(target, **options)
+    queue = new_queue
+    response = nil
+    queue.add(target, **options) { |r| response = r }
+    assert queue.run
+    response
+  end
+
+  def test_get_copies_status_body_headers_and_url
+    response = fetch(url("/bytes?n=100&id=get&header=X-Extra:one"))
+    assert response.ok?
+    assert response.success?
+    assert_equal :ok, response.outcome
+    assert_equal 200, response.status
+    assert_equal (PATTERN * 3)[0, 100], response.body
+    assert_equal Encoding::BINARY, response.body.encoding
+    assert_equal "100", response["content-length"]
+    assert_equal "one", response.header("X-EXTRA")
+    assert_nil response["x-missing"]
+    assert_equal "application/octet-stream", response.header_hash["content-type"]
+    names = response.headers.map(&:first)
+    assert_operator names.index("Content-Type"), :<, names.index("X-Extra"), "headers keep the order received"
+    assert_equal url("/bytes?n=100&id=get&header=X-Extra:one"), response.url
+    assert_equal 1, response.attempts
+    assert_equal "", response.error_message
+    assert_nil response.error
+    assert_same response, response.value!
+    assert response.frozen?
+    entries = logged("get")
+    assert_equal 1, entries.size
+    assert_equal "GET", entries[0]["method"]
+  end
+
+  def test_method_headers_and_binary_body_reach_the_server
+    body = (0..255).map(&:chr).join.b * 2
+    response = fetch(url("/echo"), method: :put, headers: { "X-Custom" => "v1", "Accept" => "text/x" },
+                                   body: body)
+    echo = JSON.parse(response.body)
+    assert_equal "PUT", echo["method"]
+    assert_equal "v1", echo["headers"]["x-custom"]
+    assert_equal "text/x", echo["headers"]["accept"]
+    assert_equal 512, echo["body_len"]
+    assert_equal body, echo["body"].encode("ISO-8859-1").b
+  end
+
+  def test_method_strings_are_sent_as_given
+    echo = JSON.parse(fetch(url("/echo"), method: "PATCH", body: "x").body)
+    assert_equal "PATCH", echo["method"]
+    assert_equal "x", echo["body"]
+  end
+
+  def test_params_and_form_bodies_are_encoded
+    echo = JSON.parse(fetch(url("/echo?a=1"), method: :post, params: { q: "a b", n: 2 },
+                                              body: { "name" => "x&y", "v" => "1" }).body)
+    assert_equal "/echo?a=1&q=a+b&n=2", echo["path"]
+    assert_equal "name=x%26y&v=1", echo["body"]
+    assert_equal "application/x-www-form-urlencoded", echo["headers"]["content-type"]
+  end
+
+  def test_headers_as_pairs_keep_order_and_nil_removes
+    echo = JSON.parse(fetch(url("/echo"), headers: [%w[X-A 1], %w[X-B 2], ["X-A", nil]]).body)
+    refute echo["headers"].key?("x-a")
+    assert_equal "2", echo["headers"]["x-b"]
+  end
+
+  def test_credentials_are_sent_with_the_first_attempt
+    response = fetch(url("/basic-auth/user/pw?id=cred"), credentials: %w[user pw])
+    assert_equal 200, response.status
+    assert_equal({ "authenticated" => true, "user" => "user" }, JSON.parse(response.body))
+    entries = logged("cred")
+    assert_equal 1, entries.size
+    assert entries[0]["headers"]["authorization"].start_with?("Basic ")
+  end
+
+  def test_redirects_are_followed
+    response = fetch(url("/redirect/2"))
+    assert_equal 200, response.status
+    assert_equal "redirected", response.body
+    assert_equal url("/redirect/0"), response.url
+  end
+
+  def test_a_request_built_beforehand_with_block_setters
+    queue = new_queue
+    request = RequestQueue::Request.new(url("/bytes?n=3"), timeout: 30)
+    got = nil
+    assert_same request, request.on_complete { |r| got = r }
+    assert_equal :new, request.state
+    assert_same queue, queue << request
+    assert_same queue, request.queue
+    queue.run
+    assert_equal "abc", got.body
+    assert_same request, got.request
+    assert_same got, request.response
+    assert request.completed?
+    assert_equal :completed, request.state
+  end
+
+  def test_http_status_errors_carry_the_response
+    response = fetch(url("/status/404"))
+    refute response.ok?
+    assert_equal :http_status, response.outcome
+    error = response.error
+    assert_instance_of RequestQueue::HTTPStatusError, error
+    assert_kind_of RequestQueue::RequestError, error
+    assert_equal 404, error.status
+    assert_same response, error.response
+    assert_equal "status 404", error.response.body
+    assert_equal "404", error.response["x-status"]
+    assert_equal "The server returned a 404 error", error.message
+    raised = assert_raises(RequestQueue::HTTPStatusError) { response.value! }
+    assert_equal 404, raised.response.status
+  end
+
+  def test_transport_failures_map_to_error_classes
+    reset = fetch(url("/reset"))
+    assert_equal :connection_lost, reset.outcome
+    assert_instance_of RequestQueue::ConnectionLostError, reset.error
+    refute_empty reset.error_message
+
+    port = Fixture.get_json("/_/refuse-then-accept?after=600")["port"]
+    refused = fetch("http://127.0.0.1:#{port}/")
+    assert_equal :cannot_connect, refused.outcome
+    assert_raises(RequestQueue::CannotConnectError) { refused.raise_error }
+    assert_equal 0, refused.status
+  end
+
+  def test_timeout
+    response = fetch(url("/stall?s=30&id=slow"), timeout: 0.3)
+    assert response.timed_out?
+    assert_equal :timeout, response.outcome
+    assert_instance_of RequestQueue::TimeoutError, response.error
+  end
+
+  def test_retry_until_success
+    key = "k#{rand(1 << 30)}"
+    response = fetch(url("/flaky?key=#{key}&fail=2&mode=reset&id=#{key}"), retry: { delay: 0.05 })
+    assert response.ok?
+    assert_equal 3, response.attempts
+    assert_equal 3, logged(key).size
+  end
+
+  def test_retry_stops_at_the_attempt_limit
+    key = "k#{rand(1 << 30)}"
+    response = fetch(url("/flaky?key=#{key}&fail=5&mode=reset&id=#{key}"), retry: { attempts: 2, delay: 0.01 })
+    assert_equal :connection_lost, response.outcome
+    assert_equal 2, response.attempts
+    assert_equal 2, logged(key).size
+
+    # An Integer is the attempt limit (the delay stays the default 5 s): 1 means no retry.
+    key2 = "k#{rand(1 << 30)}"
+    once = fetch(url("/flaky?key=#{key2}&fail=5&mode=reset&id=#{key2}"), retry: 1)
+    assert_equal :connection_lost, once.outcome
+    assert_equal 1, once.attempts
+    assert_equal 1, logged(key2).size
+  end
+
+  def test_retry_only_chosen_outcomes_and_statuses_only_when_asked
+    key = "k#{rand(1 << 30)}"
+    none = fetch(url("/flaky?key=#{key}&fail=5&mode=reset&id=#{key}"), retry: { on: [], delay: 0.01 })
+    assert_equal 1, none.attempts
+    assert_equal 1, logged(key).size
+
+    key2 = "k#{rand(1 << 30)}"
+    status = fetch(url("/flaky?key=#{key2}&fail=5&mode=status&id=#{key2}"), retry: { delay: 0.01, attempts: 3 })
+    assert_equal :http_status, status.outcome
+    assert_equal 503, status.status
+    assert_equal 1, status.attempts
+
+    key3 = "k#{rand(1 << 30)}"
+    asked = fetch(url("/flaky?key=#{key3}&fail=2&mode=status&id=#{key3}"),
+                  retry: { delay: 0.01, attempts: 5, on: %i[http_status connection_lost] })
+    assert asked.ok?
+    assert_equal 3, asked.attempts
+    assert_equal "3", asked["x-attempt"]
+  end
+
+  def test_redirect_limit
+    none = fetch(url("/redirect/1"), max_redirects: 0)
+    assert_equal 302, none.status
+    assert none.ok?, "a 3xx delivered as is is not an error"
+    assert_equal url("/redirect/1"), none.url
+    too_many = fetch(url("/redirect/3"), max_redirects: 2)
+    assert_equal :too_many_redirects, too_many.outcome
+    assert_instance_of RequestQueue::TooManyRedirectsError, too_many.error
+  end
+
+  def test_response_size_limit
+    announced = fetch(url("/bytes?n=5000"), max_response_size: 1000)
+    assert_equal :response_too_large, announced.outcome
+    assert_instance_of RequestQueue::ResponseTooLargeError, announced.error
+    counted = fetch(url("/bytes?n=5000&chunked=1"), max_response_size: 1000)
+    assert_equal :response_too_large, counted.outcome
+    fits = fetch(url("/bytes?n=1000"), max_response_size: 1000)
+    assert_equal 1000, fits.body.bytesize
+  end
+
+  def test_tls_failures_and_the_ca_file
+    # The fixture speaks plain HTTP, so a TLS handshake with it fails; the CA file is used first.
+    plain = fetch("https://127.0.0.1:#{Fixture.port}/bytes?n=1")
+    assert_equal :tls, plain.outcome
+    assert_instance_of RequestQueue::TLSError, plain.error
+    with_ca = fetch("https://127.0.0.1:#{Fixture.port}/bytes?n=1", ca_file: "/nonexistent/ca.pem")
+    assert_equal :tls, with_ca.outcome
+    assert_includes with_ca.error_message, "/nonexistent/ca.pem"
+    assert_raises(TypeError) { RequestQueue::Request.new(url("/"), ca_file: 5) }
+  end
+
+  def test_bad_input_raises_clear_errors
+    queue = new_queue
+    e = assert_raises(RequestQueue::InvalidURLError) { queue.add("not a url") }
+    assert_includes e.message, "not a url"
+    assert_raises(RequestQueue::UnsupportedSchemeError) { queue.add("ftp://127.0.0.1/") }
+    assert_raises(RequestQueue::InvalidMethodError) { queue.add(url("/"), method: "GE T") }
+    assert_raises(RequestQueue::InvalidHeaderError) { queue.add(url("/"), headers: { "X-A" => "a\r\nb" }) }
+    assert_raises(RequestQueue::InvalidHeaderError) { queue.add(url("/"), headers: { "Bad Name" => "a" }) }
+    assert_raises(ArgumentError) { queue.add(url("/"), headers: { "X-A" => "a\0b" }) }
+    assert_raises(RequestQueue::InvalidArgumentError) { queue.add(url("/"), timeout: -1) }
+    assert_raises(RequestQueue::InvalidArgumentError) { queue.add(url("/"), timeout: Float::NAN) }
+    assert_raises(RequestQueue::InvalidArgumentError) { queue.add(url("/"), retry: { on: [:ok] }) }
+    assert_raises(ArgumentError) { queue.add(url("/"), retry: { on: [:bogus] }) }
+    assert_raises(ArgumentError) { queue.add(url("/"), retry: { tries: 2 }) }
+    assert_raises(ArgumentError) { queue.add(url("/"), retry: -1) }
+    assert_raises(ArgumentError) { queue.add(url("/"), max_redirects: -1) }
+    assert_raises(ArgumentError) { queue.add(url("/"), max_response_size: 1.5) }
+    assert_raises(RequestQueue::InvalidArgumentError) { queue.add(url("/"), max_redirects: 1001) }
+    assert_raises(TypeError) { queue.add(url("/"), timeout: "5") }
+    assert_raises(TypeError) { queue.add(url("/"), body: 5) }
+    assert_raises(TypeError) { queue.add(url("/"), method: 5) }
+    assert_raises(TypeError) { queue.add(url("/"), headers: 5) }
+    assert_raises(TypeError) { queue.add(url("/"), on_auth: 5) }
+    assert_raises(TypeError) { queue.add(nil) }
+    assert_raises(ArgumentError) { queue.add(url("/"), bogus: 1) }
+    assert_raises(ArgumentError) { RequestQueue::Queue.new(max_concurrent: -1) }
+    assert_raises(ArgumentError) { RequestQueue::Queue.new(mode: :random) }
+    assert_raises(ArgumentError) { RequestQueue::Queue.new(duplicates: :maybe) }
+    assert_raises(ArgumentError) { queue.run(timeout: -1) }
+    assert_raises(ArgumentError) { queue.dispatch(-1) }
+    assert_raises(TypeError) { queue << "http://x/" }
+    assert_equal 0, queue.count
+    all = [RequestQueue::InvalidURLError, RequestQueue::InvalidArgumentError, RequestQueue::HTTPStatusError]
+    all.each { |klass| assert_operator klass, :<, RequestQueue::Error }
+  end
+
+  def test_a_request_is_single_use_and_frozen_once_added
+    queue = new_queue
+    other = new_queue.suspend
+    request = queue.suspend.add(url("/bytes?n=1"))
+    assert_raises(RequestQueue::AlreadyAddedError) { queue.add(request) }
+    assert_raises(RequestQueue::AlreadyAddedError) { other << request }
+    assert_raises(RequestQueue::RequestFrozenError) { request.on_complete { nil } }
+    assert_equal 0, other.count
+    assert_equal 1, queue.count
+  end
+end
+
+class TestOneShot < Minitest::Test
+  def test_request_runs_one_request_and_returns_its_response
+    response = RequestQueue.request(url("/echo"), method: :post, body: "hi", headers: { "X-One" => "1" })
+    echo = JSON.parse(response.value!.body)
+    assert_equal ["POST", "hi", "1"], [echo["method"], echo["body"], echo["headers"]["x-one"]]
+    assert_raises(RequestQueue::HTTPStatusError) { RequestQueue.request(url("/status/500")).value! }
+  end
+end
