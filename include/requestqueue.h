@@ -349,20 +349,24 @@ RQ_API rq_queue *rq_queue_default(void);
 /** Sets the maximum number of requests running at once; 0 means unlimited. Takes effect at once:
  *  raising it starts waiting requests immediately; lowering it never interrupts running ones. */
 RQ_API rq_result rq_queue_set_max_concurrent(rq_queue *queue, size_t max_concurrent);
+/** Writes the queue's maximum number of running requests (0 = unlimited). */
 RQ_API rq_result rq_queue_get_max_concurrent(rq_queue *queue, size_t *out_max_concurrent);
 
 /** Sets FIFO or LIFO for requests added from now on. Errors: RQ_ERR_INVALID_ARGUMENT. */
 RQ_API rq_result rq_queue_set_order(rq_queue *queue, rq_order order);
+/** Writes the order used for requests added from now on. */
 RQ_API rq_result rq_queue_get_order(rq_queue *queue, rq_order *out_order);
 
 /** Sets how equal requests are treated (see "Equality of requests"). Applies to later adds. */
 RQ_API rq_result rq_queue_set_duplicates(rq_queue *queue, rq_duplicates duplicates);
+/** Writes how equal requests are treated. */
 RQ_API rq_result rq_queue_get_duplicates(rq_queue *queue, rq_duplicates *out_duplicates);
 
 /** Sets the maximum number of requests running at once to one origin (scheme, host and port, as
  *  written in the URL), besides the queue's limit; 0 means no per-host limit (default). A waiting
  *  request whose host is at its limit keeps its place while requests to other hosts start. */
 RQ_API rq_result rq_queue_set_max_per_host(rq_queue *queue, size_t max_per_host);
+/** Writes the per-host limit (0 = none). */
 RQ_API rq_result rq_queue_get_max_per_host(rq_queue *queue, size_t *out_max_per_host);
 
 /** Limits how often requests start: at most `starts` starts per `interval_seconds` (a token bucket
@@ -574,6 +578,7 @@ RQ_API rq_result rq_request_start(rq_request *request);
  *  that level in FIFO order, ahead of them in LIFO order). For a running request it has no effect.
  *  Errors: RQ_ERR_INVALID_ARGUMENT, RQ_ERR_NOT_ACTIVE (completed). */
 RQ_API rq_result rq_request_set_priority(rq_request *request, rq_priority priority);
+/** Writes the request's priority. */
 RQ_API rq_result rq_request_get_priority(rq_request *request, rq_priority *out_priority);
 
 /** Sets a tag (copied; NULL removes it) to cancel, count or list requests by

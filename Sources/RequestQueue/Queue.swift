@@ -286,7 +286,7 @@ final class Queue: @unchecked Sendable {
         }
         guard !request.detached, scheduler.placement(of: id) != nil else { return false }
         if !request.followers.isEmpty {
-            request.detached = true
+            request.lock.withLock { request.detached = true }
             detachedCount += 1
             stats.cancelled += 1
             postLocked(.completion(request, cancelled))
@@ -356,7 +356,13 @@ final class Queue: @unchecked Sendable {
     }
 
     /// Has the engine resume the transfer of `request`, paused until its chunks were delivered.
-    func resumeStream(_ request: Request) { engine.send(.resume(request)) }
+    /// Only while the request runs: a completed one has no transfer, and once every request of a
+    /// closing queue completed, its engine stops.
+    func resumeStream(_ request: Request) {
+        monitor.withLock {
+            if request.state == .running { engine.send(.resume(request)) }
+        }
+    }
 
     func progress(_ request: Request, generation: UInt64, upload: Bool, done: Int64, total: Int64) {
         monitor.withLock {
@@ -439,7 +445,7 @@ final class Queue: @unchecked Sendable {
         }
         if stopTransfer { engine.send(.abort(request)) }
         if request.detached {
-            request.detached = false
+            request.lock.withLock { request.detached = false }
             detachedCount -= 1
         } else {
             tally(response)

@@ -82,7 +82,7 @@ final class Request: @unchecked Sendable {
     var leader: Request?
     var followers: [Request] = []
     /// A leader cancelled by its caller while followers still wait: its own completion was
-    /// delivered, its transfer goes on for them.
+    /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
     var detached = false
 
     // Delivery, touched only by the thread delivering this queue's callbacks.
