@@ -474,9 +474,9 @@ static void test_names(void) {
         const char *name = rq_result_str(garbage[i]);
         CHECK(name != NULL && strcmp(name, "unknown result code") == 0, "rq_result_str(%d) = \"%s\"",
               garbage[i], name ? name : "(null)");
-        name = rq_outcome_str(garbage[i] == 18 ? 12 : garbage[i]);
+        name = rq_outcome_str(garbage[i] == 18 ? 64 : garbage[i]);
         CHECK(name != NULL && strcmp(name, "unknown outcome") == 0, "rq_outcome_str(%d) = \"%s\"",
-              garbage[i] == 18 ? 12 : garbage[i], name ? name : "(null)");
+              garbage[i] == 18 ? 64 : garbage[i], name ? name : "(null)");
     }
     const char *outcomes[12];
     for (int outcome = 0; outcome <= 11; outcome++) {
