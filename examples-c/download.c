@@ -77,7 +77,9 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     rq_metrics m;
     memset(&m, 0, sizeof m);
     m.size = sizeof m;
-    if (rq_response_metrics(response, &m) == RQ_OK) {
+    if (rq_response_metrics(response, &m) != RQ_OK || m.total < 0) {
+        printf("metrics: none (no transfer finished)\n");
+    } else {
         printf("metrics:");
         print_time("queued", m.queued);
         print_time("dns", m.dns);

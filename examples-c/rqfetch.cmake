@@ -7,6 +7,6 @@ rq_add_fixture_test(example.rqfetch
          "^ +1  ok +200 +1000 B +[0-9.]+ s  1 try +http://127\\.0\\.0\\.1:[0-9]+/bytes\\?n=1000&id=a -> .*/rqfetch-out/bytes_n=1000_id=a$"
          "^ +2  ok +200 +10 B +[0-9.]+ s  2 tries +http://[^ ]+/flaky\\?key=rqf&fail=1&mode=truncated&n=10 -> .*/rqfetch-out/flaky_key=rqf_fail=1_mode=truncated_n=10$"
          "^ +3  failed +404 +10 B +[0-9.]+ s  1 try +http://[^ ]+/status/404 \\(The server returned a 404 error\\)$"
-         "^Total: 3 requests, 2 ok, 1 failed, 0 cancelled, 1 retried; 1020 bytes "
+         "^Total: 3 requests, 2 ok, 1 failed, 0 cancelled, 1 retried. 1020 bytes "
   SERVER_COUNT "^/flaky\\?key=rqf&=2" "^/status/404$=1"
   LABELS example)

@@ -690,7 +690,8 @@ RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn
  *  - The file is opened when the headers of a final response with a 2xx status have arrived: it is
  *    created (mode 0644, less the umask) or truncated, then written. A response with another status
  *    leaves the file as it was (not even created); its body is delivered in the response as usual.
- *    After a success the completion's body is empty. The library does not fsync the file.
+ *    After a success the completion's body is empty. The library does not fsync the file. (A 206
+ *    answering a Range header set on the request, without resuming, is written like a 200.)
  *  - With `resume` non-zero, an attempt that finds a regular file of S > 0 bytes at `path` sends
  *    `Range: bytes=S-` (in place of any Range header of the request). A 206 answer whose
  *    Content-Range starts at S is appended to the file; a 200 answer (a server that ignores
@@ -727,7 +728,8 @@ typedef struct rq_metrics {
      *  TLS handshake done (-1 over plain http), the first byte of the response received, and the
      *  end of the attempt. They never decrease in this order (dns <= connect <= tls <= first_byte
      *  <= total, leaving out those at -1). On a reused connection, dns and connect are near 0.
-     *  After redirects, dns to first_byte describe the last exchange; total spans them all. */
+     *  After redirects, dns to first_byte add up their times over the exchanges of the attempt
+     *  (as libcurl reports them), and total spans them all. */
     double dns;
     double connect;
     double tls;
@@ -747,8 +749,9 @@ typedef struct rq_metrics {
 /** Writes the metrics of the request that `response` completes (a borrowed response, in the
  *  completion or an authentication challenge) into `*out_metrics`. Set `out_metrics->size` to
  *  sizeof(rq_metrics) first: a smaller size gets only the fields that fit; a size too small for the
- *  first field gives RQ_ERR_INVALID_ARGUMENT. A request cancelled before it started has attempts 0
- *  and every time at -1. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT. */
+ *  first field gives RQ_ERR_INVALID_ARGUMENT. The completion of a cancelled request has no
+ *  figures of a transfer: every time is -1 and the byte counts are 0 (`attempts` counts the
+ *  attempts made, 0 when it never started). Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT. */
 RQ_API rq_result rq_response_metrics(const rq_response *response, rq_metrics *out_metrics);
 
 #ifdef __cplusplus

@@ -32,7 +32,7 @@ private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq
         }
         guard path.pointee != 0 else { return RQ_ERR_INVALID_ARGUMENT }
         guard r.bodyCallback == nil else { return RQ_ERR_INVALID_STATE }
-        r.outputPath = String(decoding: UnsafeRawBufferPointer(start: path, count: strlen(path)), as: UTF8.self)
+        r.outputPath = Array(UnsafeBufferPointer(start: path, count: strlen(path) + 1))
         r.outputResume = resume != 0
         return RQ_OK
     }

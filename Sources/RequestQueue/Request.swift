@@ -52,7 +52,8 @@ final class Request: @unchecked Sendable {
     var caFile: String?
     // Streaming (body chunks or file).
     var bodyCallback: rq_data_fn?
-    var outputPath: String?
+    /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
+    var outputPath: [CChar]?
     var outputResume = false
     /// Flow control between the engine (producing chunks) and the delivery (consuming them).
     var flow: StreamFlow?

@@ -81,13 +81,14 @@ extension Queue {
 /// The output file of a request (`rq_request_set_output_file`), opened and written by the
 /// engine thread. Errors are kept as messages naming the file and the system error.
 struct OutputFile {
-    let path: String
+    /// NUL-terminated.
+    let path: [CChar]
     private(set) var fd: Int32 = -1
 
-    init(path: String) { self.path = path }
+    init(path: [CChar]) { self.path = path }
 
     /// The size of a regular file at `path`, or 0 (absent, empty, not a regular file).
-    static func resumableSize(_ path: String) -> Int64 {
+    static func resumableSize(_ path: [CChar]) -> Int64 {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 else { return 0 }
         return Int64(info.st_size)
@@ -133,7 +134,7 @@ struct OutputFile {
     }
 
     private func message(_ what: String, _ error: Int32) -> String {
-        "\(what) \(path): \(String(cString: strerror(error)))"
+        "\(what) \(String(cString: path)): \(String(cString: strerror(error)))"
     }
 }
 

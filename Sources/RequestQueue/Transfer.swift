@@ -225,8 +225,9 @@ final class Transfer {
             return true
         }
         var from: Int64 = 0
-        if status == 206 {
-            // The answer to our Range (or to the caller's own, which we did not ask to append).
+        if status == 206, resumeFrom > 0 {
+            // The answer to our Range: it must continue the file. (A 206 answering a Range header
+            // of the caller's own is written from the start of the file, as a 200 is.)
             let start = headers.value(named: "Content-Range").flatMap(contentRangeStart)
             guard start == resumeFrom else {
                 rangeError = "the server answered a range request for byte \(resumeFrom) onward with "
@@ -317,7 +318,7 @@ final class Transfer {
     func isIdle(now: Double) -> Bool {
         guard request.idleTimeout > 0 else { return false }
         // Paused by us, waiting for the body callback: not the server's silence.
-        if paused, false {
+        if paused {
             lastActivity = now
             return false
         }

@@ -38,9 +38,9 @@ import Testing
         #expect(s.bytes == FixturePattern.bytes(0, n))
         #expect(s.starts == 1 && s.contiguous && s.matchesPattern)
         #expect(s.calls > 1)
-        // Every chunk ran before the completion, on the queue's delivery thread.
+        // Every chunk ran before the completion, off the test's thread (on the queue's delivery).
         #expect(s.callsAtCompletion == s.calls)
-        #expect(s.threads == [c.thread])
+        #expect(!s.threads.contains(UInt(bitPattern: Int(pthread_self()))))
         #expect(s.metrics?.bytes_down == UInt64(n))
         let last = try #require(rec.progress.last)
         #expect(last.done == Int64(n) && last.progress == 1.0)
@@ -118,7 +118,6 @@ import Testing
         #expect(s.count == UInt64(n) && s.contiguous && s.matchesPattern)
         let growth = peak.value - baseline
         #expect(growth < 64 * 1024 * 1024, "resident memory grew by \(growth / 1024 / 1024) MiB for a 200 MiB body")
-        print("DEBUG calls \(s.calls) growth \(growth / 1024) KiB")
     }
 
     /// While the host does not dispatch, the server is held back (it cannot finish sending), the
@@ -150,6 +149,23 @@ import Testing
         #expect(rec.completion("cancelled")?.outcome == RQ_OUTCOME_CANCELLED)
         let c = rec.streams.stream("cancelled")
         #expect(c.count < UInt64(n) && c.callsAtCompletion == c.calls)
+    }
+
+    @Test func freeingAQueueWithAPausedStreamDeliversItsChunksThenTheCancellation() throws {
+        let g = uniqueGroup()
+        var q: OpaquePointer?
+        try #require(rq_queue_new(RQ_DELIVERY_DISPATCH, &q) == RQ_OK)
+        let rec = Recorder()
+        rec.streams.keepBytes = false
+        _ = addAndRelease(q, try rec.streamingRequest(fixture.url("/bytes?n=\(64 * 1024 * 1024)&group=\(g)"), tag: "s"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        // More than the pause threshold is waiting for dispatch when the queue is freed.
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(rq_queue_free(q) == RQ_OK)
+        let c = try #require(rec.completion("s"))
+        #expect(c.outcome == RQ_OUTCOME_CANCELLED && c.message == "the queue was freed")
+        let s = rec.streams.stream("s")
+        #expect(s.calls > 0 && s.callsAtCompletion == s.calls && s.contiguous && s.matchesPattern)
     }
 
     @Test func chunksRunOnTheDispatchingThread() throws {
@@ -207,6 +223,23 @@ import Testing
         #expect(mode & 0o600 == 0o600)
     }
 
+    @Test func aFileNameNeedNotBeUTF8() throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // "caf\xE9.bin" in Latin-1: a valid Linux file name, not valid UTF-8.
+        let name: [CChar] = Array(dir.path.utf8CString.dropLast()) + [0x2F, 0x63, 0x61, 0x66, -23, 0x2E, 0x62, 0x69, 0x6E, 0]
+        let (c, _, _) = try run("/bytes?n=1000", body: false) { r in
+            #expect(name.withUnsafeBufferPointer { rq_request_set_output_file(r, $0.baseAddress, 0) } == RQ_OK)
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        let fd = open(name, O_RDONLY)
+        #expect(fd >= 0)
+        var buffer = [UInt8](repeating: 0, count: 2000)
+        let n = read(fd, &buffer, buffer.count)
+        close(fd)
+        #expect(Array(buffer.prefix(max(0, n))) == FixturePattern.bytes(0, 1000))
+    }
+
     @Test func anHTTPErrorLeavesTheFileAlone() throws {
         let dir = folder()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -237,6 +270,19 @@ import Testing
         #expect(fixture.log(group: g).entries.map { $0.headers["range"] } == ["bytes=\(k)-"])
         #expect(contents(file) == FixturePattern.bytes(0, n))
         #expect(s.metrics?.bytes_down == UInt64(n - k))
+    }
+
+    @Test func aRangeOfTheCallersOwnIsWrittenAsTheWholeFile() throws {
+        let dir = folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("part.bin")
+        try Data(repeating: 0x78, count: 50).write(to: file)
+        let (c, _, _) = try run("/bytes?n=1000&ranges=1", body: false) { r in
+            _ = rq_request_set_header(r, "Range", "bytes=100-199")
+            _ = rq_request_set_output_file(r, file.path, 0)
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK && c.status == 206)
+        #expect(contents(file) == FixturePattern.bytes(100, 100))
     }
 
     @Test func aServerIgnoringTheRangeGetsTheFileRewritten() throws {
@@ -349,6 +395,30 @@ import Testing
         #expect(next.dns <= next.connect && next.connect <= next.first_byte && next.first_byte <= next.total)
     }
 
+    @Test func metricsOverTLSIncludeTheHandshake() throws {
+        let tls = try #require(TLSFixture.shared, "cannot start the HTTPS fixture (openssl and python3 needed)")
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for tag in ["first", "second"] {
+            _ = addAndRelease(q, try rec.streamingRequest(tls.url("/bytes?n=1000&id=\(tag)"), tag: tag, body: false) { r in
+                _ = rq_request_set_ca_file(r, tls.certificate)
+            })
+        }
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rec.completions.map(\.outcome) == [RQ_OUTCOME_OK, RQ_OUTCOME_OK])
+        let first = try #require(rec.streams.stream("first").metrics)
+        let second = try #require(rec.streams.stream("second").metrics)
+        #expect(first.connection_reused == 0 && second.connection_reused == 1)
+        for m in [first, second] {
+            #expect(m.tls >= 0)
+            #expect(m.dns <= m.connect && m.connect <= m.tls && m.tls <= m.first_byte && m.first_byte <= m.total)
+            #expect(m.bytes_down == 1000)
+        }
+        // Only the new connection had a handshake to make.
+        #expect(first.tls > first.connect)
+    }
+
     @Test func metricsSizeAndArguments() throws {
         let rec = Recorder()
         let results = Locked<[String: rq_result]>([:])
@@ -429,4 +499,52 @@ extension Fixture {
         let requests = json["requests"] as? [[String: Any]] ?? []
         return requests.filter { ($0["group"] as? String) == group }.compactMap { $0["conn"] as? Int }
     }
+}
+
+/// A second fixture server speaking HTTPS, with a self-signed certificate for 127.0.0.1 made with
+/// the openssl command (nil when it cannot start).
+final class TLSFixture: @unchecked Sendable {
+    static let shared: TLSFixture? = TLSFixture()
+
+    let port: Int
+    /// The served certificate, usable as a CA file.
+    let certificate: String
+    private let process = Process()
+    private let stdinPipe = Pipe()
+
+    private init?() {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rq-tls-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        certificate = folder.appendingPathComponent("cert.pem").path
+        let key = folder.appendingPathComponent("key.pem").path
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", key,
+                             "-out", certificate, "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        guard (try? openssl.run()) != nil else { return nil }
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { return nil }
+        let out = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", root.appendingPathComponent("Tests/Fixtures/fixture_server.py").path,
+                             "--exit-on-stdin-eof", "--tls-cert", certificate, "--tls-key", key]
+        process.standardOutput = out
+        process.standardInput = stdinPipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else { return nil }
+        self.port = port
+    }
+
+    func url(_ path: String) -> String { "https://127.0.0.1:\(port)\(path)" }
 }

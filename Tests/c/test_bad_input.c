@@ -478,8 +478,8 @@ static void test_names(void) {
         CHECK(name != NULL && strcmp(name, "unknown outcome") == 0, "rq_outcome_str(%d) = \"%s\"",
               garbage[i] == 18 ? 64 : garbage[i], name ? name : "(null)");
     }
-    const char *outcomes[12];
-    for (int outcome = 0; outcome <= 11; outcome++) {
+    const char *outcomes[RQ_OUTCOME_FILE_ERROR + 1];
+    for (int outcome = 0; outcome <= RQ_OUTCOME_FILE_ERROR; outcome++) {
         const char *name = rq_outcome_str(outcome);
         CHECK(name != NULL && name[0] != '\0', "rq_outcome_str(%d) is NULL or empty", outcome);
         CHECK(strcmp(name, "unknown outcome") != 0, "rq_outcome_str(%d) says unknown", outcome);
