@@ -67,8 +67,9 @@
  *   `rq_queue_dispatch`).
  * - Each queue runs its transfers on an internal thread of its own. Callbacks never run on that
  *   thread; how they are delivered is chosen per queue when it is created:
- *     RQ_DELIVERY_THREADED: callbacks run on an internal delivery thread of the queue, one at a time
- *       per queue, in the order they were produced.
+ *     RQ_DELIVERY_THREADED: callbacks run on the library's internal delivery threads (a serial
+ *       queue per queue: one callback at a time, in the order they were produced, never two at
+ *       once; which pool thread runs a given callback may vary).
  *     RQ_DELIVERY_DISPATCH: callbacks wait until the host calls `rq_queue_dispatch` (or
  *       `rq_queue_wait_idle`) and then run on the host's calling thread, one at a time, in order.
  *       `rq_queue_get_fd` gives a file descriptor that is readable exactly while callbacks are
@@ -260,7 +261,7 @@ typedef void (*rq_context_free_fn)(void *context);
  * =================================================================================================== */
 
 typedef enum rq_delivery {
-    /** Callbacks on an internal thread of the queue, one at a time. */
+    /** Callbacks on internal delivery threads, one at a time per queue, in order. */
     RQ_DELIVERY_THREADED = 0,
     /** Callbacks on the host's thread inside `rq_queue_dispatch` / `rq_queue_wait_idle`. */
     RQ_DELIVERY_DISPATCH = 1

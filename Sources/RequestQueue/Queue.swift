@@ -307,9 +307,10 @@ final class Queue: @unchecked Sendable {
     func attemptFinished(_ request: Request, generation: UInt64, response: Response) -> (delay: Double, generation: UInt64)? {
         monitor.withLock {
             guard request.state == .running, request.generation == generation else { return nil }
-            let retryAfter = response.headerValue("Retry-After").flatMap {
+            let throttled = response.status == 429 || response.status == 503
+            let retryAfter = throttled ? response.headerValue("Retry-After").flatMap {
                 RetryPolicy.retryAfterSeconds($0, now: Double(time(nil)))
-            }
+            } : nil
             let decision = AttemptDecision.decide(outcome: response.outcome, status: Int(response.status),
                                                   hasAuthHandler: request.authHandler != nil && !request.detached,
                                                   retry: request.retry, attempt: request.attempts,

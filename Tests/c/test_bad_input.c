@@ -364,7 +364,7 @@ static void test_numbers(void) {
     const rq_outcome fine[] = {RQ_OUTCOME_TIMEOUT, RQ_OUTCOME_HTTP_STATUS, RQ_OUTCOME_TRANSPORT};
     const rq_outcome with_ok[] = {RQ_OUTCOME_TIMEOUT, RQ_OUTCOME_OK};
     const rq_outcome with_cancelled[] = {RQ_OUTCOME_CANCELLED};
-    const rq_outcome unknown[] = {(rq_outcome)12};
+    const rq_outcome unknown[] = {(rq_outcome)64};
     const rq_outcome negative[] = {(rq_outcome)-1};
     CHECK_OK(rq_request_set_retry_outcomes(request, fine, 3));
     CHECK_RC(rq_request_set_retry_outcomes(request, with_ok, 2), RQ_ERR_INVALID_ARGUMENT);
