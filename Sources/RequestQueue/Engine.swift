@@ -52,7 +52,8 @@ final class Engine: @unchecked Sendable {
 
     func send(_ command: Command) {
         inboxLock.withLock { inbox.append(command) }
-        curl_multi_wakeup(multi)
+        // The engine thread reads its inbox before it waits again: only other threads wake it.
+        if pthread_equal(pthread_self(), thread) == 0 { curl_multi_wakeup(multi) }
     }
 
     /// Stops the thread after dropping every transfer; returns once it has ended.
@@ -112,6 +113,7 @@ final class Engine: @unchecked Sendable {
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !transfers.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
+            if inboxLock.withLock({ !inbox.isEmpty }) { continue }
             curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
         }
     }
