@@ -253,7 +253,8 @@ final class Queue: @unchecked Sendable {
                 startStartableLocked()
                 return count
             }
-            for id in scheduler.removeAll() {
+            let (running, waiting) = scheduler.snapshot()
+            for id in running + waiting {
                 if let request = active[id] {
                     count += (request.detached ? 0 : 1) + request.followers.count
                     completeLocked(request, .cancelled(url: request.url.string, attempts: request.attempts, message: message),
@@ -436,7 +437,7 @@ final class Queue: @unchecked Sendable {
     private func completeLocked(_ request: Request, _ response: Response, stopTransfer: Bool) {
         let id = UInt64(request.handle)
         guard request.state != .completed else { return }
-        scheduler.remove(id)
+        let placement = scheduler.remove(id)
         active[id] = nil
         setState(request, .completed)
         request.generation &+= 1
@@ -444,7 +445,8 @@ final class Queue: @unchecked Sendable {
             challenge.invalidate()
             request.challenge = nil
         }
-        if stopTransfer { engine.send(.abort(request)) }
+        // Only a running request has a transfer or a retry timer in the engine.
+        if stopTransfer, placement == .running { engine.send(.abort(request)) }
         if request.detached {
             request.lock.withLock { request.detached = false }
             detachedCount -= 1

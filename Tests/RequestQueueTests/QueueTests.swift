@@ -349,13 +349,18 @@ import Testing
         let q = try makeQueue(max: 2)
         defer { _ = rq_queue_free(q) }
         let rec = Recorder()
-        for i in 0..<10 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=5&id=\(i)"), tag: "\(i)")) }
+        let g = uniqueGroup()
+        for i in 0..<10 { _ = addAndRelease(q, try rec.request(fixture.url("/stall?s=20&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        fixture.waitForLog(group: g) { $0.entries.count == 2 }
         #expect(rq_queue_cancel_all(q) == RQ_OK)
         #expect(count(q) == 0)
         #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
         #expect(rec.completions.count == 10)
         #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_CANCELLED })
         #expect(Set(rec.finalizedTags).count == 10)
+        // The two running transfers were stopped: the server saw their connections go.
+        let log = fixture.waitForLog(group: g) { $0.entries.allSatisfy { $0.end != nil } }
+        #expect(log.entries.count == 2 && log.entries.allSatisfy { $0.end != nil })
         // The queue stays usable.
         _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=2"), tag: "after"))
         #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
