@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import requestqueue as rq
-from requestqueue import _header, _native
+from requestqueue import _header, _native, _types
 
 
 def header_text() -> str:
@@ -39,21 +39,56 @@ def test_every_enumerator_and_type_of_the_header_is_in_the_cdef():
         assert rq.ffi.typeof(name).kind == "function"
 
 
-def test_python_enums_mirror_the_header():
-    def enumerators(prefix: str):
-        return {name[len(prefix):]: getattr(rq.lib, name)
-                for name in re.findall(rf"\b({prefix}[A-Z_]+)\s*=", header_text())}
+def header_enum(prefix: str):
+    """{name without prefix: value} of the enumerators named PREFIX... in the header, read from the
+    header's text (not from the cdef) and checked against the loaded library's values."""
+    found = {}
+    for name, value in re.findall(rf"\b({prefix}[A-Z_]+)\s*=\s*(-?\d+)", header_text()):
+        assert getattr(rq.lib, name) == int(value), name
+        found[name[len(prefix):]] = int(value)
+    assert found, prefix
+    return found
 
-    assert {m.name: m.value for m in rq.Outcome} == enumerators("RQ_OUTCOME_")
-    assert {m.name: m.value for m in rq.State} == enumerators("RQ_STATE_")
-    assert enumerators("RQ_ORDER_") == {"FIFO": 0, "LIFO": 1}
-    assert enumerators("RQ_DUPLICATES_") == {"CANCEL_EARLIER": 0, "ALLOW": 1}
-    results = enumerators("RQ_ERR_")
-    assert {cls.code: cls for cls in rq.RESULT_ERRORS.values()}.keys() == set(results.values())
+
+def test_python_enums_mirror_the_header():
+    assert {m.name: m.value for m in rq.Outcome} == header_enum("RQ_OUTCOME_")
+    assert {m.name: m.value for m in rq.State} == header_enum("RQ_STATE_")
+    assert {m.name: m.value for m in rq.Priority} == header_enum("RQ_PRIORITY_")
+    assert {m.name: _types.ORDER_CODES[m] for m in rq.Order} == header_enum("RQ_ORDER_")
+    assert {m.name: _types.DUPLICATES_CODES[m] for m in rq.Duplicates} == header_enum("RQ_DUPLICATES_")
+    assert {m.value for m in rq.Order} == {name.lower() for name in header_enum("RQ_ORDER_")}
+    assert {m.value for m in rq.Duplicates} == {name.lower() for name in header_enum("RQ_DUPLICATES_")}
+
+
+def test_every_result_and_outcome_has_its_exception():
+    """The exception mapping cannot drift from the header: every rq_result error code and every
+    rq_outcome but OK has its own exception class, exported by the package and shown in the
+    README's hierarchy."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()  # bindings/python
+    results = header_enum("RQ_ERR_")
+    assert set(rq.RESULT_ERRORS) == set(results.values())
+    outcomes = header_enum("RQ_OUTCOME_")
+    assert set(rq.OUTCOME_ERRORS) == set(outcomes.values()) - {outcomes["OK"]}
+    classes = list(rq.RESULT_ERRORS.values()) + list(rq.OUTCOME_ERRORS.values())
+    assert len(set(classes)) == len(classes)  # one class per code
     for name, code in results.items():
         cls = rq.RESULT_ERRORS[code]
+        assert issubclass(cls, rq.APIError) and cls.code == code, name
+        assert f"RQ_ERR_{name}" in (cls.__doc__ or ""), (name, cls)
         message = rq.ffi.string(rq.lib.rq_result_str(code)).decode()
         assert message and message != "unknown result code", name
+    for name, code in outcomes.items():
+        if name == "OK":
+            continue
+        cls = rq.OUTCOME_ERRORS[code]
+        assert issubclass(cls, rq.RequestError) and cls.outcome_code == code, name
+        assert rq.Outcome[name] == code
+        assert f"RQ_OUTCOME_{name}" in (cls.__doc__ or ""), (name, cls)
+        assert rq.ffi.string(rq.lib.rq_outcome_str(code)).decode() != "unknown outcome", name
+    for cls in classes + [rq.RequestQueueError, rq.RequestError, rq.NetworkError, rq.APIError,
+                          rq.BodyRestartedError, rq.LibraryNotFoundError]:
+        assert getattr(rq, cls.__name__) is cls and cls.__name__ in rq.__all__
+        assert cls.__name__ in readme, f"{cls.__name__} is missing from the README's error hierarchy"
 
 
 def test_version_macros_and_runtime_version_agree():

@@ -5,6 +5,7 @@ hangs nor touches the parent's queues. Each case runs in its own interpreter."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -32,9 +33,14 @@ def run_script(server, body: str):
                           capture_output=True, text=True, timeout=120)
 
 
+# asyncio's debug mode (-X dev) reports callbacks that took longer than 0.1 s: a matter of how busy
+# the machine is, not of correctness.
+SLOW_CALLBACK = re.compile(r"^Executing <[^\n]*> took \d+\.\d+ seconds\n", re.MULTILINE)
+
+
 def assert_clean(result, expected_stdout: str = "") -> None:
     assert result.returncode == 0, (result.returncode, result.stderr)
-    assert result.stderr == ""
+    assert SLOW_CALLBACK.sub("", result.stderr) == ""
     assert result.stdout == expected_stdout
 
 

@@ -35,17 +35,18 @@ def http_server(tmp_path_factory):
     process.wait()
 
 
-def run_example(code: str, port: int) -> subprocess.CompletedProcess:
+def run_example(code: str, port: int, cwd=None) -> subprocess.CompletedProcess:
     code = code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
     env = dict(os.environ)
     package_parent = str(Path(rq.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([package_parent] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("REQUESTQUEUE_LIBRARY", rq.LIBRARY_PATH)
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_readme_has_the_examples():
-    assert len(examples()) == 3
+    assert len(examples()) == 4
     assert all(len(code.strip().splitlines()) <= 14 for code in examples())
 
 
@@ -69,3 +70,11 @@ def test_callbacks_example(http_server):
     lines = result.stdout.splitlines()
     assert lines[-1] == "done: 200"
     assert any(line.endswith("1900 bytes 100%") for line in lines)
+
+
+def test_streaming_example(http_server, tmp_path):
+    (tmp_path / "page.html").write_text("a partial copy")  # resumed: http.server ignores the Range
+    result = run_example(examples()[3], http_server, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["200 1900 bytes written", "1900 bytes streamed; 2 requests succeeded"]
+    assert (tmp_path / "page.html").read_text() == "<html>hello</html>\n" * 100

@@ -18,13 +18,14 @@ asyncio::
 
 from __future__ import annotations
 
-from ._core import AsyncQueue, AuthChallenge, Queue, Request
+from ._core import STREAM_BUFFER_LIMIT, AsyncQueue, AuthChallenge, Queue, Request
 from ._errors import (
     OUTCOME_ERRORS,
     RESULT_ERRORS,
     AlreadyAddedError,
     APIError,
     BadRedirectError,
+    BodyRestartedError,
     BadResponseError,
     ConnectError,
     ConnectionLostError,
@@ -41,12 +42,14 @@ from ._errors import (
     NotActiveError,
     NullArgumentError,
     OutOfMemoryError,
+    OutputFileError,
     QueueClosedError,
     RequestCancelled,
     RequestError,
     RequestFrozenError,
     RequestQueueError,
     RequestTimeoutError,
+    ResponseTooLargeError,
     SystemResourceError,
     TLSError,
     TooManyRedirectsError,
@@ -57,7 +60,19 @@ from ._errors import (
     WrongDeliveryError,
 )
 from ._native import HEADER_PATH, LIBRARY_PATH, ffi, lib
-from ._types import Duplicates, Headers, Order, Outcome, Progress, Response, State
+from ._types import (
+    Duplicates,
+    Headers,
+    Metrics,
+    Order,
+    Outcome,
+    Priority,
+    Progress,
+    QueueStats,
+    RateLimit,
+    Response,
+    State,
+)
 
 __version__ = "0.1.0"
 
@@ -79,11 +94,17 @@ __all__ = [
     "State",
     "Order",
     "Duplicates",
+    "Priority",
+    "Metrics",
+    "QueueStats",
+    "RateLimit",
+    "STREAM_BUFFER_LIMIT",
     "library_version",
     "LIBRARY_PATH",
     "HEADER_PATH",
     "RequestQueueError",
     "LibraryNotFoundError",
+    "BodyRestartedError",
     "APIError",
     "InvalidArgumentError",
     "NullArgumentError",
@@ -105,6 +126,8 @@ __all__ = [
     "RequestError",
     "RequestCancelled",
     "HTTPStatusError",
+    "ResponseTooLargeError",
+    "OutputFileError",
     "NetworkError",
     "RequestTimeoutError",
     "HostNotFoundError",

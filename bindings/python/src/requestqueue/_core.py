@@ -10,7 +10,13 @@ Lifetimes
   object: the callbacks look the token up in ``_registry``, which holds the :class:`Request` (and so
   its callbacks and its queue) from ``add`` until its completion callback. A token the registry no
   longer knows is ignored, so no callback can reach a freed Python object.
-* The three C callbacks are module globals created once, never freed.
+* The C callbacks are module globals created once, never freed.
+* Streaming (``stream=True``): the pieces of the body are kept in the request's buffer until
+  :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` hands them out. The library pauses a
+  transfer while more than about 1 MiB waits for delivery, so memory stays bounded as long as the
+  binding stops delivering while the reader is behind: a :class:`Queue` delivers only inside the
+  iterator (or another wait), when the buffer is empty; an :class:`AsyncQueue` stops watching its
+  descriptor while an iterated buffer holds more than ``STREAM_BUFFER_LIMIT`` bytes.
 * Queues are closed by ``close()``, by their context manager, by the garbage collector when no
   request is in flight, and at interpreter exit by an ``atexit`` hook (``rq_queue_free`` cancels what
   is in flight and delivers its completions before returning). In a child created by ``fork()`` the
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import itertools
 import json as _json
 import os
@@ -31,12 +38,16 @@ import time
 import weakref
 from typing import (
     Any,
+    AsyncIterator,
     Callable,
+    Deque,
     Dict,
     Generator,
     Iterable,
+    Iterator,
     List,
     Optional,
+    Set,
     Tuple,
     Union,
 )
@@ -44,6 +55,7 @@ from typing import (
 from ._errors import (
     OUTCOME_ERRORS,
     AlreadyAddedError,
+    BodyRestartedError,
     InvalidArgumentError,
     InvalidHeaderError,
     InvalidMethodError,
@@ -61,14 +73,18 @@ from ._types import (
     Duplicates,
     Headers,
     HeadersInput,
+    Metrics,
     Order,
     Outcome,
+    Priority,
     Progress,
+    QueueStats,
+    RateLimit,
     Response,
     State,
 )
 
-__all__ = ["Request", "AuthChallenge", "Queue", "AsyncQueue"]
+__all__ = ["Request", "AuthChallenge", "Queue", "AsyncQueue", "STREAM_BUFFER_LIMIT"]
 
 _RQ_ERR_INVALID_HANDLE = 2
 _RQ_ERR_NOT_ACTIVE = 10
@@ -77,7 +93,17 @@ _RQ_ERR_WOULD_DEADLOCK = 15
 CompleteCallback = Callable[["Request"], Any]
 ProgressCallback = Callable[["Request", Progress], Any]
 AuthCallback = Callable[["Request", "AuthChallenge"], Optional[Tuple[str, str]]]
+BodyCallback = Callable[["Request", bytes, int], Any]
 BodyInput = Union[bytes, bytearray, memoryview, str]
+PathInput = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+RateLimitInput = Union[RateLimit, Tuple[int, float], Tuple[int, float, bool], None]
+
+#: An :class:`AsyncQueue` stops delivering callbacks while the unread buffer of a request being
+#: iterated with :meth:`Request.aiter_bytes` holds more than this many bytes.
+STREAM_BUFFER_LIMIT = 1 << 20
+_RESTART = object()  # in a stream buffer: the body started over (a retried attempt)
+_UINT32_MAX = 0xFFFFFFFF
+_UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 
 # --------------------------------------------------------------------------------------------------
 # Process-wide state
@@ -144,6 +170,38 @@ def _cstring(value: Union[str, bytes], what: str, error: type) -> bytes:
     return data
 
 
+def _path(value: PathInput, what: str) -> bytes:
+    """A file system path as the bytes the library opens (str paths encoded as the OS does)."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not {type(value).__name__}")
+    data = os.fsencode(value)
+    if not data:
+        raise InvalidArgumentError(f"{what} is empty")
+    if b"\0" in data:
+        raise InvalidArgumentError(f"{what} contains a NUL character: {value!r}")
+    return data
+
+
+def _uint(value: int, name: str, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0 or value > maximum:
+        raise InvalidArgumentError(f"{name} must be between 0 and {maximum}, not {value}")
+    return value
+
+
+def _parse_priority(value: Union[Priority, int, str]) -> Priority:
+    try:
+        if isinstance(value, str):
+            return Priority[value.upper()]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"priority must be a Priority, an int or a name, not {type(value).__name__}")
+        return Priority(value)
+    except (KeyError, ValueError):
+        names = ", ".join(repr(p.name.lower()) for p in Priority)
+        raise InvalidArgumentError(f"priority must be one of {names} (-2 to 2), not {value!r}") from None
+
+
 def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -159,6 +217,31 @@ _out = threading.local()  # out-parameters reused by _copy_response, one set per
 
 def _text(ptr: Any) -> str:
     return _decode(_string(ptr)) if ptr != _NULL else ""
+
+
+def _seconds_or_none(value: float) -> Optional[float]:
+    return float(value) if value >= 0 else None
+
+
+def _copy_metrics(ptr: Any) -> Optional[Metrics]:
+    out = getattr(_out, "metrics", None)
+    if out is None:
+        out = _out.metrics = ffi.new("rq_metrics *")
+    out.size = ffi.sizeof("rq_metrics")
+    if lib.rq_response_metrics(ptr, out) != 0:
+        return None
+    return Metrics(
+        queued=_seconds_or_none(out.queued),
+        dns=_seconds_or_none(out.dns),
+        connect=_seconds_or_none(out.connect),
+        tls=_seconds_or_none(out.tls),
+        first_byte=_seconds_or_none(out.first_byte),
+        total=_seconds_or_none(out.total),
+        bytes_down=int(out.bytes_down),
+        bytes_up=int(out.bytes_up),
+        attempts=int(out.attempts),
+        connection_reused=bool(out.connection_reused),
+    )
 
 
 def _copy_response(ptr: Any) -> Response:
@@ -187,6 +270,7 @@ def _copy_response(ptr: Any) -> Response:
         outcome=outcome,
         message=_text(lib.rq_response_error_message(ptr)) if outcome_code else "",
         attempts=lib.rq_response_attempts(ptr),
+        metrics=_copy_metrics(ptr),
     )
 
 
@@ -236,7 +320,15 @@ def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, res
     req._authenticate(challenge, int(failure_count), response)
 
 
+def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> int:
+    req = _registry.get(_token(context))
+    if req is not None:
+        req._body_piece(data, int(size), int(offset))
+    return 0  # a callback that raised has already cancelled the request
+
+
 _completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
+_body_cb: Any = ffi.callback("rq_data_fn", _on_body, error=0, onerror=_unexpected)
 _upload_cb: Any = ffi.callback("rq_progress_fn", _on_upload, onerror=_unexpected)
 _download_cb: Any = ffi.callback("rq_progress_fn", _on_download, onerror=_unexpected)
 _auth_cb: Any = ffi.callback("rq_auth_fn", _on_auth, onerror=_unexpected)
@@ -309,9 +401,19 @@ class Request:
     * ``on_upload_progress(request, progress)`` / ``on_download_progress(request, progress)``:
       with a :class:`Progress`.
     * ``on_auth(request, challenge)``: the server answered 401; see :class:`AuthChallenge`.
+    * ``on_body(request, data, offset)``: the body of a 2xx response piece by piece (``data`` is
+      bytes, ``offset`` its position in the body of the current attempt: 0 again when a retry
+      starts the body over) instead of collecting it in :attr:`Response.body`.
 
     An exception raised by a callback is not swallowed: the request fails with it (a running
     request is cancelled) and it is raised again in the caller (see the queues' docs).
+
+    Where the body of a 2xx response goes: into :attr:`Response.body` (default), to ``on_body``,
+    to :meth:`iter_bytes` / :meth:`aiter_bytes` (``stream=True``), or into ``output_file``
+    (written by the library's own thread; ``resume=True`` continues a partial file with a Range
+    request). With the last three, memory stays bounded whatever the size of the body, and the
+    completed response's body is empty; the body of any other response (an HTTP error, ...) is
+    still collected in the response.
     """
 
     def __init__(
@@ -330,10 +432,24 @@ class Request:
         retry_delay: Optional[float] = None,
         retry_outcomes: Optional[Iterable[Union[Outcome, int]]] = None,
         max_attempts: Optional[int] = None,
+        retry_backoff: Optional[float] = None,
+        retry_max_delay: Optional[float] = None,
+        retry_jitter: Optional[float] = None,
+        retry_statuses: Optional[Iterable[int]] = None,
+        retry_non_idempotent: bool = False,
+        priority: Union[Priority, int, str] = Priority.NORMAL,
+        tag: Optional[str] = None,
+        max_redirects: Optional[int] = None,
+        max_response_size: Optional[int] = None,
+        ca_file: Optional[PathInput] = None,
+        stream: bool = False,
+        output_file: Optional[PathInput] = None,
+        resume: bool = False,
         on_complete: Optional[CompleteCallback] = None,
         on_upload_progress: Optional[ProgressCallback] = None,
         on_download_progress: Optional[ProgressCallback] = None,
         on_auth: Optional[AuthCallback] = None,
+        on_body: Optional[BodyCallback] = None,
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
@@ -355,6 +471,16 @@ class Request:
         self._on_upload_progress = on_upload_progress
         self._on_download_progress = on_download_progress
         self._on_auth = on_auth
+        self._on_body = on_body
+        # stream=True: pieces not yet handed out by iter_bytes()/aiter_bytes(), their total size,
+        # the size of the current attempt's body so far, and the bytes of it already handed out.
+        self._stream = bool(stream)
+        self._chunks: Deque[Any] = collections.deque()  # bytes, and _RESTART markers
+        self._buffered = 0
+        self._attempt_bytes = 0
+        self._handed_out = 0
+        self._iterating = 0
+        self._chunk_waiters: List["asyncio.Future[None]"] = []
 
         self.url = url
         self.method = method
@@ -414,6 +540,54 @@ class Request:
             if max_attempts > 0xFFFFFFFF:
                 raise InvalidArgumentError(f"max_attempts is too large: {max_attempts}")
             self._call(lib.rq_request_set_max_attempts, max_attempts, what=f"max_attempts={max_attempts}")
+        if retry_backoff is not None or retry_max_delay is not None or retry_jitter is not None:
+            multiplier = 1.0 if retry_backoff is None else self._number(retry_backoff, "retry_backoff")
+            max_delay = 0.0 if retry_max_delay is None else self._seconds(retry_max_delay, "retry_max_delay")
+            jitter = 0.0 if retry_jitter is None else self._number(retry_jitter, "retry_jitter")
+            self._call(lib.rq_request_set_retry_backoff, multiplier, max_delay, jitter,
+                       what=(f"retry_backoff={multiplier!r} (1 to 100), retry_max_delay={max_delay!r}, "
+                             f"retry_jitter={jitter!r} (0 to 1)"))
+        if retry_statuses is not None:
+            statuses = list(retry_statuses)
+            for status in statuses:
+                if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+                    raise InvalidArgumentError(f"retry_statuses must be HTTP statuses from 400 to 599, "
+                                               f"not {status!r}")
+            array = ffi.new("int[]", statuses) if statuses else ffi.NULL
+            self._call(lib.rq_request_set_retry_statuses, array, len(statuses),
+                       what=f"retry_statuses={statuses!r}")
+        if retry_non_idempotent:
+            self._call(lib.rq_request_set_retry_non_idempotent, 1, what="retry_non_idempotent")
+        level = _parse_priority(priority)
+        if level is not Priority.NORMAL:
+            self._call(lib.rq_request_set_priority, int(level), what=f"priority={priority!r}")
+        if tag is not None:
+            if not isinstance(tag, str):
+                raise TypeError(f"tag must be str, not {type(tag).__name__}")
+            self._call(lib.rq_request_set_tag, _cstring(tag, "tag", InvalidArgumentError), what="tag")
+        #: The tag given at construction (None when none): see Queue.count_tag/cancel_tag/snapshot.
+        self.tag: Optional[str] = tag
+        if max_redirects is not None:
+            self._call(lib.rq_request_set_max_redirects, _uint(max_redirects, "max_redirects", _UINT32_MAX),
+                       what=f"max_redirects={max_redirects!r} (at most 1000)")
+        if max_response_size is not None:
+            self._call(lib.rq_request_set_max_response_size,
+                       _uint(max_response_size, "max_response_size", _UINT64_MAX),
+                       what=f"max_response_size={max_response_size!r}")
+        if ca_file is not None:
+            self._call(lib.rq_request_set_ca_file, _path(ca_file, "ca_file"), what="ca_file")
+
+        sinks = [name for name, given in (("on_body", on_body is not None), ("stream=True", self._stream),
+                                          ("output_file", output_file is not None)) if given]
+        if len(sinks) > 1:
+            raise TypeError(f"the body goes to one place: give only one of {' and '.join(sinks)}")
+        if resume and output_file is None:
+            raise TypeError("resume=True needs an output_file")
+        if output_file is not None:
+            self._call(lib.rq_request_set_output_file, _path(output_file, "output_file"), int(bool(resume)),
+                       what=f"output_file={output_file!r}")
+        #: The output file given at construction (None when none).
+        self.output_file: Optional[PathInput] = output_file
 
         self._call(lib.rq_request_set_completion, _completion_cb, ffi.cast("void *", self._token),
                    ffi.NULL, what="completion")
@@ -423,6 +597,8 @@ class Request:
             self._call(lib.rq_request_set_download_progress, _download_cb, what="on_download_progress")
         if on_auth is not None:
             self._call(lib.rq_request_set_auth_handler, _auth_cb, what="on_auth")
+        if on_body is not None or self._stream:
+            self._call(lib.rq_request_set_body_callback, _body_cb, what="on_body")
 
     # -- construction helpers ----------------------------------------------------------------------
 
@@ -433,6 +609,12 @@ class Request:
     def _seconds(value: float, name: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+        return float(value)
+
+    @staticmethod
+    def _number(value: float, name: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number, not {type(value).__name__}")
         return float(value)
 
     @staticmethod
@@ -472,6 +654,130 @@ class Request:
     def response(self) -> Optional[Response]:
         """The response once completed (also after a failure: status 0 when none was received)."""
         return self._response
+
+    @property
+    def priority(self) -> Priority:
+        """The request's :class:`Priority` (NORMAL by default). It may be changed while the request
+        waits in a queue: it then moves to its new level (behind the waiting requests of that
+        level in FIFO order, ahead of them in LIFO order); for a running request a change has no
+        effect. Setting it on a completed request raises NotActiveError."""
+        if self._queue is not None and self._queue._abandoned:
+            raise QueueClosedError("priority: the request belongs to another process")
+        out = ffi.new("rq_priority *")
+        check(lib.rq_request_get_priority(self._handle, out), "priority")
+        return Priority(int(out[0]))
+
+    @priority.setter
+    def priority(self, value: Union[Priority, int, str]) -> None:
+        level = _parse_priority(value)
+        if self._queue is not None and self._queue._abandoned:
+            raise QueueClosedError("priority: the request belongs to another process")
+        check(lib.rq_request_set_priority(self._handle, int(level)), f"priority={value!r}")
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body of a ``stream=True`` request added to a :class:`Queue`, piece by piece, as it
+        arrives (callbacks of the queue run on this thread meanwhile). The iteration ends when
+        the request has completed; then it raises the request's error, if any (for an HTTP error
+        status, :class:`HTTPStatusError` with the whole error body in its response). Nothing is
+        yielded for a non-2xx response.
+
+        Leaving the loop early (``break``, an exception) cancels the request. Data delivered while
+        nobody iterates (another thread waiting on the queue) is kept in memory until read. If a
+        retry starts the body over after part of it was read, :class:`BodyRestartedError` is
+        raised; call ``iter_bytes()`` again to read the new attempt's body from its start.
+        """
+        queue = self._stream_queue("iter_bytes")
+        if not isinstance(queue, Queue):
+            raise InvalidStateError(f"{self!r} belongs to an AsyncQueue: use `async for ... in "
+                                    "request.aiter_bytes()`")
+        return self._iter_sync(queue)
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body of a ``stream=True`` request added to an :class:`AsyncQueue`, piece by piece
+        (``async for chunk in request.aiter_bytes()``); see :meth:`iter_bytes`. While more than
+        ``STREAM_BUFFER_LIMIT`` bytes wait to be read, the queue stops delivering callbacks (of all
+        its requests), so a slow reader slows the download instead of filling memory."""
+        queue = self._stream_queue("aiter_bytes")
+        if not isinstance(queue, AsyncQueue):
+            raise InvalidStateError(f"{self!r} belongs to a Queue: use `for ... in request.iter_bytes()`")
+        return self._iter_async(queue)
+
+    def _stream_queue(self, what: str) -> "_QueueBase":
+        if not self._stream:
+            raise InvalidStateError(f"{what}: {self!r} was not created with stream=True")
+        if self._queue is None:
+            raise InvalidStateError(f"{what}: {self!r} was never added to a queue")
+        return self._queue
+
+    def _next_chunk(self) -> Optional[bytes]:
+        """The next buffered piece (None when the buffer is empty); raises BodyRestartedError at
+        the place where a retried attempt started the body over."""
+        if not self._chunks:
+            return None
+        item = self._chunks.popleft()
+        if item is _RESTART:
+            self._handed_out = 0
+            raise BodyRestartedError(f"the body of {self!r} started over (the request was retried "
+                                     "after part of its body was read)", self)
+        piece: bytes = item
+        self._buffered -= len(piece)
+        self._handed_out += len(piece)
+        queue = self._queue
+        if queue is not None:
+            queue._chunk_taken(self)
+        return piece
+
+    def _iter_sync(self, queue: "Queue") -> Iterator[bytes]:
+        finished = False
+        try:
+            while True:
+                chunk = self._next_chunk()
+                if chunk is not None:
+                    yield chunk
+                elif self._settled:
+                    finished = True
+                    self._outcome()  # raises the request's error, if any
+                    return
+                else:
+                    queue._run_until(lambda: bool(self._chunks) or self._settled, None, "iter_bytes")
+        except BodyRestartedError:
+            finished = True
+            raise
+        finally:
+            if not finished and not self._settled:
+                self.cancel()  # the reader went away: stop the transfer
+
+    async def _iter_async(self, queue: "AsyncQueue") -> AsyncIterator[bytes]:
+        finished = False
+        self._iterating += 1
+        try:
+            while True:
+                chunk = self._next_chunk()
+                if chunk is not None:
+                    yield chunk
+                elif self._settled:
+                    finished = True
+                    self._outcome()
+                    return
+                else:
+                    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    self._chunk_waiters.append(future)
+                    queue._update_reading()
+                    try:
+                        await future
+                    finally:
+                        if future in self._chunk_waiters:
+                            self._chunk_waiters.remove(future)
+        except BodyRestartedError:
+            finished = True
+            raise
+        finally:
+            self._iterating -= 1
+            if not finished and not self._settled:
+                self.cancel()
+            queue._update_reading()
 
     def exception(self) -> Optional[BaseException]:
         """The error of a completed request (None if it succeeded). Raises InvalidStateError if it
@@ -523,6 +829,7 @@ class Request:
                 raise InvalidStateError(f"{self!r} runs in another event loop: await it there")
             future: asyncio.Future[None] = loop.create_future()
             self._waiters.append(future)
+            queue._update_reading()  # (deliveries paused for a slow reader resume for this wait)
             try:
                 await future
             except asyncio.CancelledError:
@@ -582,6 +889,40 @@ class Request:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
             self._callback_failed(exc, kind)
 
+    def _body_piece(self, data: Any, size: int, offset: int) -> None:
+        if not self._user_callbacks_allowed():
+            return
+        piece = bytes(ffi.buffer(data, size))
+        if self._on_body is not None:
+            try:
+                self._on_body(self, piece, offset)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                self._callback_failed(exc, "body")
+            return
+        if offset == 0 and self._attempt_bytes:
+            # A retried attempt starts the body over: what the reader has not seen yet of the
+            # failed attempt is dropped; if it saw part of it, it is told where the new body starts.
+            self._chunks.clear()
+            self._buffered = 0
+            if self._handed_out:
+                self._chunks.append(_RESTART)
+        self._attempt_bytes = offset + size
+        self._chunks.append(piece)
+        self._buffered += size
+        self._wake_chunk_waiters()
+        queue = self._queue
+        if queue is not None:
+            queue._chunk_arrived(self)
+
+    def _wake_chunk_waiters(self) -> None:
+        for future in self._chunk_waiters:
+            if not future.done():
+                try:
+                    future.set_result(None)
+                except RuntimeError:  # its loop is closed (interpreter exit)
+                    pass
+        self._chunk_waiters.clear()
+
     def _authenticate(self, handle: Any, failure_count: int, response_ptr: Any) -> None:
         challenge = AuthChallenge(self, handle, failure_count, _copy_response(response_ptr))
         if self._on_auth is None or not self._user_callbacks_allowed():
@@ -607,7 +948,7 @@ class Request:
         try:
             response = _copy_response(response_ptr)
         except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
-            response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0)
+            response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
         error: Optional[BaseException] = None
         if self._callback_error is not None:
             error = self._callback_error
@@ -628,6 +969,7 @@ class Request:
                 if queue is not None:
                     queue._callback_error(self, exc)
         self._settled = True
+        self._wake_chunk_waiters()
         if queue is not None:
             queue._finished(self)
 
@@ -654,7 +996,7 @@ def _parse_duplicates(value: Union[Duplicates, str]) -> Duplicates:
         return Duplicates(value)
     except ValueError:
         raise InvalidArgumentError(
-            f"duplicates must be 'cancel_earlier' or 'allow', not {value!r}") from None
+            f"duplicates must be 'cancel_earlier', 'allow' or 'coalesce', not {value!r}") from None
 
 
 def _check_max_concurrent(value: int) -> None:
@@ -662,6 +1004,45 @@ def _check_max_concurrent(value: int) -> None:
         raise TypeError(f"max_concurrent must be an int, not {type(value).__name__}")
     if value < 0 or value > 2**63:
         raise InvalidArgumentError(f"max_concurrent must be >= 0 (0 = unlimited), not {value}")
+
+
+_DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
+
+
+def _tag(tag: str) -> bytes:
+    if not isinstance(tag, str):
+        raise TypeError(f"tag must be str, not {type(tag).__name__}")
+    return _cstring(tag, "tag", InvalidArgumentError)
+
+
+def _check_max_per_host(value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_per_host must be an int, not {type(value).__name__}")
+    if value < 0 or value > 2**63:
+        raise InvalidArgumentError(f"max_per_host must be >= 0 (0 = no per-host limit), not {value}")
+
+
+def _parse_rate_limit(value: RateLimitInput) -> Optional[RateLimit]:
+    if value is None:
+        return None
+    if not isinstance(value, tuple) or not 2 <= len(value) <= 3:
+        raise TypeError("rate_limit must be None, a RateLimit or a (starts, interval[, per_host]) "
+                        f"tuple, not {value!r}")
+    limit = RateLimit(*value)
+    starts = _uint(limit.starts, "rate_limit starts", _UINT32_MAX)
+    if isinstance(limit.interval, bool) or not isinstance(limit.interval, (int, float)):
+        raise TypeError(f"rate_limit interval must be a number of seconds, not {limit.interval!r}")
+    if not isinstance(limit.per_host, bool):
+        raise TypeError(f"rate_limit per_host must be a bool, not {limit.per_host!r}")
+    if starts == 0:
+        return None  # no limit
+    return RateLimit(starts, float(limit.interval), limit.per_host)
+
+
+def _check_fetchable(request: Union[Request, str], kwargs: Dict[str, Any]) -> None:
+    if kwargs.get("stream") or (isinstance(request, Request) and request._stream):
+        raise TypeError("fetch() returns the completed response, whose body a stream=True request "
+                        "does not keep: use add() and iterate the request's body instead")
 
 
 class _QueueBase:
@@ -673,10 +1054,14 @@ class _QueueBase:
         mode: Union[Order, str] = Order.FIFO,
         duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
         suspended: bool = False,
+        max_per_host: int = 0,
+        rate_limit: RateLimitInput = None,
     ) -> None:
         order = _parse_order(mode)
         dup = _parse_duplicates(duplicates)
         _check_max_concurrent(max_concurrent)
+        _check_max_per_host(max_per_host)
+        limit = _parse_rate_limit(rate_limit)
         self._closed = True  # until fully set up, so that a failure below leaves nothing to free
         self._closing = False
         self._abandoned = False
@@ -693,10 +1078,15 @@ class _QueueBase:
         self._by_handle: Dict[int, Request] = {}  # handle address -> request in flight
         # Callback exceptions not yet raised to anyone, with the request whose callback raised.
         self._errors: List[Tuple[Request, BaseException]] = []
+        self._rate_limit: Optional[RateLimit] = None
         self._closed = False
         self.max_concurrent = max_concurrent
         self.mode = order
         self.duplicates = dup
+        if max_per_host:
+            self.max_per_host = max_per_host
+        if limit is not None:
+            self.rate_limit = limit
         if suspended:
             self.suspend()
         _open_queues.add(self)
@@ -743,12 +1133,55 @@ class _QueueBase:
         Duplicates.ALLOW. Equal means same method, URL, headers and body."""
         out = ffi.new("rq_duplicates *")
         self._check(lib.rq_queue_get_duplicates(self._q("duplicates"), out), "duplicates")
-        return Duplicates.ALLOW if int(out[0]) == DUPLICATES_CODES[Duplicates.ALLOW] else Duplicates.CANCEL_EARLIER
+        return _DUPLICATES_BY_CODE[int(out[0])]
 
     @duplicates.setter
     def duplicates(self, value: Union[Duplicates, str]) -> None:
         dup = _parse_duplicates(value)
         self._check(lib.rq_queue_set_duplicates(self._q("duplicates"), DUPLICATES_CODES[dup]), "duplicates")
+
+    @property
+    def max_per_host(self) -> int:
+        """The maximum number of requests running at once to one origin (scheme, host and port, as
+        written in the URL), besides max_concurrent; 0 (default) means no per-host limit. A waiting
+        request whose host is at its limit keeps its place while requests to other hosts start."""
+        out = ffi.new("size_t *")
+        self._check(lib.rq_queue_get_max_per_host(self._q("max_per_host"), out), "max_per_host")
+        return int(out[0])
+
+    @max_per_host.setter
+    def max_per_host(self, value: int) -> None:
+        _check_max_per_host(value)
+        self._check(lib.rq_queue_set_max_per_host(self._q("max_per_host"), value), "max_per_host")
+
+    @property
+    def rate_limit(self) -> Optional[RateLimit]:
+        """How often requests may start: a :class:`RateLimit` ``(starts, interval, per_host)``, or
+        None (default) for no limit. Set it to a RateLimit, a ``(starts, interval)`` or ``(starts,
+        interval, per_host)`` tuple, or None. ``interval`` is in seconds, in (0, 1e6]."""
+        return self._rate_limit
+
+    @rate_limit.setter
+    def rate_limit(self, value: RateLimitInput) -> None:
+        limit = _parse_rate_limit(value)
+        ptr = self._q("rate_limit")
+        if limit is None:
+            self._check(lib.rq_queue_set_rate_limit(ptr, 0, 1.0, 0), "rate_limit")
+        else:
+            self._check(lib.rq_queue_set_rate_limit(ptr, limit.starts, limit.interval, int(limit.per_host)),
+                        f"rate_limit={value!r} (the interval must be in (0, 1e6] seconds)")
+        self._rate_limit = limit
+
+    @property
+    def stats(self) -> QueueStats:
+        """The queue's counters since it was created: a :class:`QueueStats`."""
+        out = ffi.new("rq_queue_stats *")
+        out.size = ffi.sizeof("rq_queue_stats")
+        self._check(lib.rq_queue_get_stats(self._q("stats"), out), "stats")
+        return QueueStats(added=int(out.added), started=int(out.started), retried=int(out.retried),
+                          succeeded=int(out.succeeded), cancelled=int(out.cancelled),
+                          failed=int(out.failed), coalesced=int(out.coalesced),
+                          bytes_down=int(out.bytes_down), bytes_up=int(out.bytes_up))
 
     @property
     def suspended(self) -> bool:
@@ -771,12 +1204,22 @@ class _QueueBase:
         self._check(lib.rq_queue_count(self._q("count"), out), "count")
         return int(out[0])
 
-    def snapshot(self) -> List[Request]:
-        """The requests in the queue at one instant: the running ones in the order they started,
-        then the waiting ones in the order they will start."""
+    def count_tag(self, tag: str) -> int:
+        """The number of requests in the queue (running plus waiting) whose tag is `tag`."""
+        out = ffi.new("size_t *")
+        self._check(lib.rq_queue_count_tag(self._q("count_tag"), _tag(tag), out), "count_tag")
+        return int(out[0])
+
+    def snapshot(self, tag: Optional[str] = None) -> List[Request]:
+        """The requests in the queue at one instant (only those whose tag is `tag`, if given): the
+        running ones in the order they started, then the waiting ones in the order they will
+        start."""
         array = ffi.new("rq_request ***")
         count = ffi.new("size_t *")
-        self._check(lib.rq_queue_snapshot(self._q("snapshot"), array, count), "snapshot")
+        if tag is None:
+            self._check(lib.rq_queue_snapshot(self._q("snapshot"), array, count), "snapshot")
+        else:
+            self._check(lib.rq_queue_snapshot_tag(self._q("snapshot"), _tag(tag), array, count), "snapshot")
         try:
             handles = [_address(array[0][i]) for i in range(count[0])]
         finally:
@@ -829,6 +1272,13 @@ class _QueueBase:
         stays usable."""
         self._check(lib.rq_queue_cancel_all(self._q("cancel_all")), "cancel_all")
 
+    def cancel_tag(self, tag: str) -> int:
+        """Cancels the waiting and running requests whose tag is `tag` (each fails with
+        RequestCancelled); returns how many were cancelled."""
+        out = ffi.new("size_t *")
+        self._check(lib.rq_queue_cancel_tag(self._q("cancel_tag"), _tag(tag), out), "cancel_tag")
+        return int(out[0])
+
     # -- hooks for the two kinds -------------------------------------------------------------------
 
     def _before_add(self, request: Request) -> None:
@@ -838,6 +1288,15 @@ class _QueueBase:
         pass
 
     def _became_idle(self) -> None:
+        pass
+
+    def _chunk_arrived(self, request: Request) -> None:
+        pass
+
+    def _chunk_taken(self, request: Request) -> None:
+        pass
+
+    def _update_reading(self) -> None:
         pass
 
     def _finished(self, request: Request) -> None:
@@ -915,7 +1374,8 @@ class _QueueBase:
 class Queue(_QueueBase):
     """A queue of HTTP requests, used synchronously.
 
-    ``Queue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False)``.
+    ``Queue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False, *,
+    max_per_host=0, rate_limit=None)``.
     Requests run on the library's own thread; their callbacks run on the thread that calls
     :meth:`wait`, :meth:`fetch`, :meth:`dispatch`, :meth:`Request.result` or :meth:`close` (several
     threads may wait on one queue at once). An exception raised by a callback propagates out of
@@ -928,13 +1388,16 @@ class Queue(_QueueBase):
         mode: Union[Order, str] = Order.FIFO,
         duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
         suspended: bool = False,
+        *,
+        max_per_host: int = 0,
+        rate_limit: RateLimitInput = None,
     ) -> None:
         self._closing = False
         self._leading = False  # one thread at a time runs callbacks and polls; the others wait
         self._local = threading.local()
         self._wake_r, self._wake_w = os.pipe()
         try:
-            super().__init__(max_concurrent, mode, duplicates, suspended)
+            super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit)
         except BaseException:
             os.close(self._wake_r)
             os.close(self._wake_w)
@@ -946,6 +1409,7 @@ class Queue(_QueueBase):
     def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error
         (HTTPStatusError for a status >= 400, with the response)."""
+        _check_fetchable(request, kwargs)
         return self.add(request, **kwargs).result()
 
     def wait(self, timeout: Optional[float] = None) -> None:
@@ -1052,7 +1516,8 @@ class Queue(_QueueBase):
 class AsyncQueue(_QueueBase):
     """A queue of HTTP requests for asyncio.
 
-    ``AsyncQueue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False)``.
+    ``AsyncQueue(max_concurrent=2, mode="fifo", duplicates="cancel_earlier", suspended=False, *,
+    max_per_host=0, rate_limit=None)``.
     ``await queue.fetch(url)`` gives the Response; ``queue.add(...)`` returns a :class:`Request`
     that can be awaited. The queue's descriptor is watched with ``loop.add_reader`` while requests
     are in flight, so every callback runs in the event loop's thread. Cancelling a task that awaits
@@ -1067,16 +1532,23 @@ class AsyncQueue(_QueueBase):
         mode: Union[Order, str] = Order.FIFO,
         duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
         suspended: bool = False,
+        *,
+        max_per_host: int = 0,
+        rate_limit: RateLimitInput = None,
     ) -> None:
         self._closing = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._reading = False
         self._dispatching = False
         self._idle_waiters: List["asyncio.Future[None]"] = []
-        super().__init__(max_concurrent, mode, duplicates, suspended)
+        # Requests being iterated whose unread buffer is over STREAM_BUFFER_LIMIT: while there is
+        # one, the queue's descriptor is not watched (no callback is delivered).
+        self._backlogged: Set[Request] = set()
+        super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit)
 
     async def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error."""
+        _check_fetchable(request, kwargs)
         return await self.add(request, **kwargs)
 
     async def wait(self, timeout: Optional[float] = None) -> None:
@@ -1092,6 +1564,7 @@ class AsyncQueue(_QueueBase):
                 raise QueueClosedError("wait: the queue is closed")
             future: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(future)
+            self._update_reading()
             try:
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
@@ -1149,13 +1622,40 @@ class AsyncQueue(_QueueBase):
                 self._loop = loop
 
     def _became_busy(self) -> None:
-        if not self._reading and self._loop is not None:
-            self._loop.add_reader(self._fd, self._on_readable)
-            self._reading = True
+        self._update_reading()
 
     def _became_idle(self) -> None:
+        self._backlogged.clear()
         self._stop_reading()
         self._wake_idle_waiters()
+
+    def _update_reading(self) -> None:
+        """Watches the descriptor while requests are in flight, unless a reader is behind."""
+        paused = False
+        if self._backlogged:
+            self._backlogged = {r for r in self._backlogged
+                                if r._iterating and not r._settled and r._buffered > STREAM_BUFFER_LIMIT}
+            # Never while a task awaits another request of this queue, or the queue itself: the
+            # reader may be that task (awaiting inside its loop), which would then wait forever.
+            paused = bool(self._backlogged) and not self._idle_waiters and not any(
+                r._waiters for r in self._live.values() if r not in self._backlogged)
+        want = bool(self._live) and not paused and not self._closed and not self._closing
+        if want and not self._reading and self._loop is not None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+        elif not want and self._reading:
+            self._stop_reading()
+
+    def _chunk_arrived(self, request: Request) -> None:
+        if request._iterating and request._buffered > STREAM_BUFFER_LIMIT:
+            self._backlogged.add(request)
+            if self._reading:
+                self._update_reading()
+
+    def _chunk_taken(self, request: Request) -> None:
+        if request in self._backlogged and request._buffered <= STREAM_BUFFER_LIMIT:
+            self._backlogged.discard(request)
+            self._update_reading()
 
     def _stop_reading(self) -> None:
         if self._reading and self._loop is not None:

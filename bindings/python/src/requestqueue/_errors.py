@@ -4,6 +4,7 @@
 
     RequestQueueError
     ├── LibraryNotFoundError (also ImportError)   the shared library or its header was not found
+    ├── BodyRestartedError                        a streamed body started over (retry)
     ├── APIError                                  an API call returned an rq_result error code
     │   ├── InvalidArgumentError (also ValueError)
     │   │   ├── NullArgumentError
@@ -25,6 +26,8 @@
     └── RequestError                              a request completed without success (rq_outcome)
         ├── RequestCancelled
         ├── HTTPStatusError                       status >= 400; carries the response
+        ├── ResponseTooLargeError                 the body exceeded max_response_size
+        ├── OutputFileError (also OSError)        the output file could not be opened or written
         └── NetworkError
             ├── RequestTimeoutError (also TimeoutError)
             ├── HostNotFoundError
@@ -42,12 +45,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Optional, Type
 
 if TYPE_CHECKING:
-    from ._request import Request
+    from ._core import Request
     from ._types import Outcome, Response
 
 __all__ = [
     "RequestQueueError",
     "LibraryNotFoundError",
+    "BodyRestartedError",
     "APIError",
     "InvalidArgumentError",
     "NullArgumentError",
@@ -69,6 +73,8 @@ __all__ = [
     "RequestError",
     "RequestCancelled",
     "HTTPStatusError",
+    "ResponseTooLargeError",
+    "OutputFileError",
     "NetworkError",
     "RequestTimeoutError",
     "HostNotFoundError",
@@ -90,6 +96,17 @@ class RequestQueueError(Exception):
 
 class LibraryNotFoundError(RequestQueueError, ImportError):
     """librequestqueue (or its header) could not be loaded; the message lists every place tried."""
+
+
+class BodyRestartedError(RequestQueueError):
+    """Raised by :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` when a retried attempt
+    starts the body over after part of an earlier attempt's body was yielded. Discard what was
+    read (``request`` is the request) and call ``iter_bytes()`` / ``aiter_bytes()`` again: it
+    goes on with the new attempt's body, from its first byte."""
+
+    def __init__(self, message: str, request: "Request") -> None:
+        super().__init__(message)
+        self.request = request
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,14 +279,16 @@ class RequestError(RequestQueueError):
 
 
 class RequestCancelled(RequestError):
-    """The request was cancelled: by ``cancel()``, ``cancel_all()``, a duplicate, an
-    authentication handler, or because its queue was closed."""
+    """The request was cancelled: by ``cancel()``, ``cancel_all()``, ``cancel_tag()``, a
+    duplicate, an authentication handler, a reader leaving ``iter_bytes()`` early, or because its
+    queue was closed (RQ_OUTCOME_CANCELLED)."""
 
     outcome_code = 1
 
 
 class HTTPStatusError(RequestError):
-    """The server answered with a status >= 400. ``response`` holds status, headers and body."""
+    """The server answered with a status >= 400 (RQ_OUTCOME_HTTP_STATUS). ``response`` holds
+    status, headers and body."""
 
     outcome_code = 2
 
@@ -278,60 +297,75 @@ class HTTPStatusError(RequestError):
         return self.response.status
 
 
+class ResponseTooLargeError(RequestError):
+    """The response body exceeded the request's ``max_response_size``
+    (RQ_OUTCOME_RESPONSE_TOO_LARGE)."""
+
+    outcome_code = 12
+
+
+class OutputFileError(RequestError, OSError):
+    """The request's ``output_file`` could not be opened or written; the message names the file
+    and the system's error (RQ_OUTCOME_FILE_ERROR)."""
+
+    outcome_code = 13
+
+
 class NetworkError(RequestError):
     """The exchange failed below HTTP: time limit, name resolution, connection, TLS, protocol."""
 
 
 class RequestTimeoutError(NetworkError, TimeoutError):
-    """A time limit of the request was reached."""
+    """A time limit of the request was reached (RQ_OUTCOME_TIMEOUT)."""
 
     outcome_code = 3
 
 
 class HostNotFoundError(NetworkError):
-    """The host name could not be resolved."""
+    """The host name could not be resolved (RQ_OUTCOME_CANNOT_RESOLVE_HOST)."""
 
     outcome_code = 4
 
 
 class ConnectError(NetworkError, ConnectionError):
-    """The connection could not be made (refused, unreachable)."""
+    """The connection could not be made: refused, unreachable (RQ_OUTCOME_CANNOT_CONNECT)."""
 
     outcome_code = 5
 
 
 class ConnectionLostError(NetworkError, ConnectionError):
-    """The connection broke during the exchange (reset, closed early, truncated body)."""
+    """The connection broke during the exchange: reset, closed early, truncated body
+    (RQ_OUTCOME_CONNECTION_LOST)."""
 
     outcome_code = 6
 
 
 class TLSError(NetworkError):
-    """TLS failed (handshake, certificate verification, ...)."""
+    """TLS failed: handshake, certificate verification, ... (RQ_OUTCOME_TLS)."""
 
     outcome_code = 7
 
 
 class TooManyRedirectsError(NetworkError):
-    """More redirects than allowed."""
+    """More redirects than allowed (RQ_OUTCOME_TOO_MANY_REDIRECTS)."""
 
     outcome_code = 8
 
 
 class BadResponseError(NetworkError):
-    """The server's reply was not valid HTTP."""
+    """The server's reply was not valid HTTP (RQ_OUTCOME_BAD_RESPONSE)."""
 
     outcome_code = 9
 
 
 class BadRedirectError(NetworkError):
-    """A redirect pointed to a URL or scheme that is not allowed."""
+    """A redirect pointed to a URL or scheme that is not allowed (RQ_OUTCOME_BAD_REDIRECT)."""
 
     outcome_code = 10
 
 
 class TransportError(NetworkError):
-    """Any other transport failure; the message says more."""
+    """Any other transport failure; the message says more (RQ_OUTCOME_TRANSPORT)."""
 
     outcome_code = 11
 
@@ -342,6 +376,8 @@ OUTCOME_ERRORS: Dict[int, Type[RequestError]] = {
     for cls in (
         RequestCancelled,
         HTTPStatusError,
+        ResponseTooLargeError,
+        OutputFileError,
         RequestTimeoutError,
         HostNotFoundError,
         ConnectError,

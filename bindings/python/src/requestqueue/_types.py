@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-__all__ = ["Outcome", "State", "Order", "Duplicates", "Headers", "Response", "Progress"]
+__all__ = ["Outcome", "State", "Order", "Duplicates", "Priority", "Headers", "Response", "Progress",
+           "Metrics", "QueueStats", "RateLimit"]
 
 
 class Outcome(enum.IntEnum):
@@ -26,6 +27,8 @@ class Outcome(enum.IntEnum):
     BAD_RESPONSE = 9
     BAD_REDIRECT = 10
     TRANSPORT = 11
+    RESPONSE_TOO_LARGE = 12
+    FILE_ERROR = 13
 
 
 class State(enum.IntEnum):
@@ -45,14 +48,28 @@ class Order(str, enum.Enum):
 
 
 class Duplicates(str, enum.Enum):
-    """How equal requests are treated: ``"cancel_earlier"`` (default) or ``"allow"``."""
+    """How equal requests are treated: ``"cancel_earlier"`` (default: adding a request cancels every
+    earlier equal one), ``"allow"`` (each is sent) or ``"coalesce"`` (an equal GET/HEAD/OPTIONS
+    request shares the transfer of the one already in the queue; each gets the result)."""
 
     CANCEL_EARLIER = "cancel_earlier"
     ALLOW = "allow"
+    COALESCE = "coalesce"
+
+
+class Priority(enum.IntEnum):
+    """Priority levels (``rq_priority``): waiting requests of a higher level start first; within a
+    level the queue's order (FIFO or LIFO) applies. Running requests are never preempted."""
+
+    VERY_LOW = -2
+    LOW = -1
+    NORMAL = 0
+    HIGH = 1
+    VERY_HIGH = 2
 
 
 ORDER_CODES = {Order.FIFO: 0, Order.LIFO: 1}
-DUPLICATES_CODES = {Duplicates.CANCEL_EARLIER: 0, Duplicates.ALLOW: 1}
+DUPLICATES_CODES = {Duplicates.CANCEL_EARLIER: 0, Duplicates.ALLOW: 1, Duplicates.COALESCE: 2}
 
 
 def _decode(data: bytes) -> str:
@@ -154,6 +171,8 @@ class Response:
     message: str
     #: The number of attempts made (1 without retries; 0 when cancelled before starting).
     attempts: int
+    #: Timings and byte counts of the request (None only if the library could not report them).
+    metrics: Optional["Metrics"] = None
 
     @property
     def ok(self) -> bool:
@@ -180,6 +199,74 @@ class Response:
     def __repr__(self) -> str:
         return (f"<Response {self.status} {self.outcome.name} {self.url} "
                 f"({len(self.body)} bytes)>")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Figures of one request (``rq_metrics``), read when it completed: :attr:`Response.metrics`.
+
+    Times are seconds, None when they do not apply (no attempt started, no TLS over plain http, the
+    step was not reached). ``dns`` to ``total`` count from the start of the last attempt and never
+    decrease in that order (leaving out those that are None); after redirects, ``dns`` to
+    ``first_byte`` add up their times over the exchanges of the attempt and ``total`` spans them
+    all. The completion of a cancelled request has no figures of a transfer: every time is None
+    and the byte counts are 0 (``attempts`` still counts the attempts made).
+    """
+
+    #: Time spent waiting in the queue, from ``add`` to the start of the first attempt.
+    queued: Optional[float]
+    #: Host name resolved (near 0 on a reused connection).
+    dns: Optional[float]
+    #: Connection made (near 0 on a reused connection).
+    connect: Optional[float]
+    #: TLS handshake done (None over plain http).
+    tls: Optional[float]
+    #: First byte of the response received.
+    first_byte: Optional[float]
+    #: End of the attempt.
+    total: Optional[float]
+    #: Body bytes received by the last attempt (of a resumed download: this transfer's bytes only).
+    bytes_down: int
+    #: Body bytes sent by the last attempt.
+    bytes_up: int
+    #: The number of attempts made, as :attr:`Response.attempts`.
+    attempts: int
+    #: True when the last attempt used a connection kept open by an earlier request.
+    connection_reused: bool
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A queue's counters since it was created (``rq_queue_stats``): :attr:`Queue.stats`."""
+
+    #: Requests accepted by ``add`` (coalesced ones included).
+    added: int
+    #: Requests whose first attempt started.
+    started: int
+    #: Further attempts started by retry.
+    retried: int
+    #: Completions that succeeded (Outcome.OK).
+    succeeded: int
+    #: Completions that were cancelled (Outcome.CANCELLED).
+    cancelled: int
+    #: Completions with any other outcome.
+    failed: int
+    #: Requests that shared the transfer of an equal one (``duplicates="coalesce"``).
+    coalesced: int
+    #: Body bytes received by completed requests.
+    bytes_down: int
+    #: Body bytes sent by completed requests.
+    bytes_up: int
+
+
+class RateLimit(NamedTuple):
+    """At most ``starts`` request starts per ``interval`` seconds (a token bucket holding
+    ``starts`` tokens, refilled continuously), for the whole queue or, with ``per_host``, for each
+    origin (scheme, host and port). Retries of a running request take no token."""
+
+    starts: int
+    interval: float = 1.0
+    per_host: bool = False
 
 
 class Progress(NamedTuple):
