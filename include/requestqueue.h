@@ -39,7 +39,8 @@
  * - Handles. `rq_queue *`, `rq_request *` and `rq_auth_challenge *` are opaque handles. The library
  *   checks every handle it is given: a NULL handle gives RQ_ERR_NULL_ARGUMENT, and a handle that was
  *   freed (or was never one of ours) gives RQ_ERR_INVALID_HANDLE, never a crash. Handle values are
- *   never reused within a process, so they can serve as keys in a binding's own tables.
+ *   not reused within a process (a value could only recur after 2^32 reuses of one internal slot),
+ *   so they can serve as keys in a binding's own tables.
  *   `rq_response *` is different: it is a borrowed pointer, valid only during the callback that
  *   received it, and is not checked (NULL is, and gives a neutral value).
  * - Ownership. `_new` creates a handle that the caller owns and releases with `_free`. Freeing

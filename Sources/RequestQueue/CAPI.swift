@@ -615,11 +615,11 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_response_url(_ pointer: OpaquePointer?) -> UnsafePointer<CChar>? {
-    response(pointer).map { UnsafePointer($0.url) }
+    response(pointer).map(\.url)
 }
 
 @c @implementation public func rq_response_error_message(_ pointer: OpaquePointer?) -> UnsafePointer<CChar>? {
-    response(pointer).map { UnsafePointer($0.message) }
+    response(pointer).map(\.message)
 }
 
 @c @implementation public func rq_response_attempts(_ pointer: OpaquePointer?) -> UInt32 { response(pointer)?.attempts ?? 0 }

@@ -1,6 +1,7 @@
-/// The table behind every handle given to C callers. A handle's value encodes a never-reused
-/// number and the kind of object, so that a freed, stale or foreign handle is detected
-/// (RQ_ERR_INVALID_HANDLE) instead of being dereferenced.
+/// The table behind every handle given to C callers. A handle's value encodes a slot, the slot's
+/// generation and the kind of object, so that a freed, stale or foreign handle is detected
+/// (RQ_ERR_INVALID_HANDLE) instead of being dereferenced. A slot's generation grows at every reuse,
+/// so a value comes back only after 2^32 reuses of one slot. Lookups index an array: no hashing.
 enum HandleKind: UInt {
     case queue = 1
     case request = 2
@@ -10,17 +11,29 @@ enum HandleKind: UInt {
 final class HandleTable: @unchecked Sendable {
     static let shared = HandleTable()
 
-    private let monitor = Lock()
-    private var nextNumber: UInt = 1
-    private var objects: [UInt: AnyObject] = [:]
+    private struct Slot {
+        var generation: UInt32 = 0
+        var object: AnyObject?
+    }
+
+    private let lock = Lock()
+    private var slots: [Slot] = []
+    private var freeSlots: [Int] = []
 
     /// Registers an object and returns its handle value (never 0).
     func register(_ object: AnyObject, kind: HandleKind) -> UInt {
-        monitor.withLock {
-            let value = nextNumber << 2 | kind.rawValue
-            nextNumber += 1
-            objects[value] = object
-            return value
+        lock.withLock {
+            let index: Int
+            if let reused = freeSlots.popLast() {
+                index = reused
+            } else {
+                index = slots.count
+                slots.append(Slot())
+            }
+            slots[index].generation &+= 1
+            if slots[index].generation == 0 { slots[index].generation = 1 }
+            slots[index].object = object
+            return UInt(index) << 34 | UInt(slots[index].generation) << 2 | kind.rawValue
         }
     }
 
@@ -28,11 +41,23 @@ final class HandleTable: @unchecked Sendable {
     func lookup<T: AnyObject>(_ pointer: OpaquePointer?, kind: HandleKind, as type: T.Type) -> T? {
         let value = UInt(bitPattern: pointer)
         guard value & 3 == kind.rawValue else { return nil }
-        return monitor.withLock { objects[value] } as? T
+        let index = Int(value >> 34)
+        let generation = UInt32(truncatingIfNeeded: value >> 2)
+        let object: AnyObject? = lock.withLock {
+            guard index < slots.count, slots[index].generation == generation else { return nil }
+            return slots[index].object
+        }
+        return object as? T
     }
 
     func remove(_ value: UInt) {
-        monitor.withLock { _ = objects.removeValue(forKey: value) }
+        let index = Int(value >> 34)
+        let generation = UInt32(truncatingIfNeeded: value >> 2)
+        lock.withLock {
+            guard index < slots.count, slots[index].generation == generation, slots[index].object != nil else { return }
+            slots[index].object = nil
+            freeSlots.append(index)
+        }
     }
 
     static func pointer(_ value: UInt) -> OpaquePointer? { OpaquePointer(bitPattern: value) }

@@ -132,6 +132,7 @@ final class Queue: @unchecked Sendable {
         set {
             monitor.withLock {
                 scheduler.maxPerHost = newValue
+                assignOriginsLocked()
                 startStartableLocked()
             }
         }
@@ -142,12 +143,23 @@ final class Queue: @unchecked Sendable {
         set {
             monitor.withLock {
                 scheduler.rateLimit = newValue
+                assignOriginsLocked()
                 startStartableLocked()
             }
         }
     }
 
     var statistics: Stats { monitor.withLock { stats } }
+
+    /// Origins cost a string per request: the scheduler gets them only while a per-host limit is
+    /// on, and those already queued get theirs when one is turned on.
+    private func assignOriginsLocked() {
+        if scheduler.usesOrigins, !originsAssigned {
+            scheduler.assignOrigins { id in active[id]?.origin ?? "" }
+        }
+        originsAssigned = scheduler.usesOrigins
+    }
+    private var originsAssigned = false
 
     func suspend() { monitor.withLock { scheduler.suspend() } }
 
@@ -219,7 +231,8 @@ final class Queue: @unchecked Sendable {
                 stats.coalesced += 1
                 return RQ_OK
             }
-            let replaced = scheduler.add(id, key: key, origin: request.origin, priority: request.priority) ?? []
+            let origin = scheduler.usesOrigins ? request.origin : ""
+            let replaced = scheduler.add(id, key: key, origin: origin, priority: request.priority) ?? []
             active[id] = request
             for old in replaced {
                 if let earlier = active[old] {

@@ -42,8 +42,15 @@ final class Request: @unchecked Sendable {
     var downloadProgress: rq_progress_fn?
     var authHandler: rq_auth_fn?
     var retry = RetryPolicy()
-    /// scheme://host:port, the unit of per-host limits.
-    let origin: String
+    /// scheme://host:port, the unit of per-host limits; made when first needed (under the
+    /// queue's monitor).
+    var origin: String {
+        if let cachedOrigin { return cachedOrigin }
+        let made = url.origin
+        cachedOrigin = made
+        return made
+    }
+    private var cachedOrigin: String?
     /// Priority level (-2 ... 2); the only setting that may change while the request waits.
     var priority = 0
     var tag: String?
@@ -93,7 +100,6 @@ final class Request: @unchecked Sendable {
 
     init(url: ValidatedURL) {
         self.url = url
-        origin = url.origin
     }
 
     /// Registers the request in the handle table; returns its handle.

@@ -3,13 +3,16 @@ import RequestQueueCore
 
 /// What a completion (or an authentication challenge) hands to C: every string and buffer lives
 /// in malloc'ed memory owned by this object, so the pointers given out stay valid while it lives.
+/// The URL and message become C strings on first use, on the thread running the callbacks.
 final class Response: @unchecked Sendable {
     let outcome: Outcome
     let status: Int32
     let body: ByteBuffer
     let attempts: UInt32
-    let url: UnsafeMutablePointer<CChar>
-    let message: UnsafeMutablePointer<CChar>
+    let urlString: String
+    let messageString: String
+    private var urlC: UnsafeMutablePointer<CChar>?
+    private var messageC: UnsafeMutablePointer<CChar>?
     /// Names and values, each NUL-terminated, one after the other.
     private let headerStorage: UnsafeMutablePointer<CChar>?
     private let headerOffsets: [(name: Int, value: Int)]
@@ -28,8 +31,8 @@ final class Response: @unchecked Sendable {
         self.status = Int32(clamping: status)
         self.body = body
         self.attempts = UInt32(clamping: attempts)
-        self.url = mallocCString(Array(url.utf8))
-        self.message = mallocCString(Array(message.utf8))
+        urlString = url
+        messageString = message
         self.downloaded = downloaded
         self.downloadTotal = downloadTotal
         self.uploaded = uploaded
@@ -46,13 +49,27 @@ final class Response: @unchecked Sendable {
     }
 
     deinit {
-        free(url)
-        free(message)
+        free(urlC)
+        free(messageC)
         free(headerStorage)
     }
 
     static func cancelled(url: String, attempts: Int, message: String = "the request was cancelled") -> Response {
         Response(outcome: .cancelled, status: 0, url: url, message: message, attempts: attempts)
+    }
+
+    var url: UnsafePointer<CChar> {
+        if let urlC { return UnsafePointer(urlC) }
+        let made = mallocCString(Array(urlString.utf8))
+        urlC = made
+        return UnsafePointer(made)
+    }
+
+    var message: UnsafePointer<CChar> {
+        if let messageC { return UnsafePointer(messageC) }
+        let made = mallocCString(Array(messageString.utf8))
+        messageC = made
+        return UnsafePointer(made)
     }
 
     var headerCount: Int { headerOffsets.count }

@@ -89,7 +89,7 @@ public struct Scheduler<Key: Hashable> {
     private struct Entry {
         var ticket: UInt64
         let key: Key?
-        let origin: String
+        var origin: String
         var priority: Int
     }
 
@@ -127,6 +127,21 @@ public struct Scheduler<Key: Hashable> {
     public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
 
     public func runningCount(origin: String) -> Int { runningPerOrigin[origin] ?? 0 }
+
+    /// Whether origins matter: a per-host limit or a per-host rate limit is on.
+    public var usesOrigins: Bool { maxPerHost > 0 || rateLimit?.perHost == true }
+
+    /// Sets the origin of every waiting and running request (for requests added while origins did
+    /// not matter).
+    public mutating func assignOrigins(_ originOf: (UInt64) -> String) {
+        for id in Array(waiting.keys) { waiting[id]?.origin = originOf(id) }
+        runningPerOrigin = [:]
+        for id in Array(running.keys) {
+            let origin = originOf(id)
+            running[id]?.entry.origin = origin
+            runningPerOrigin[origin, default: 0] += 1
+        }
+    }
 
     /// Adds a waiting request. Returns the ids of earlier equal requests that it replaces (they are
     /// removed; the caller completes them as cancelled). Adding an id already present changes

@@ -34,6 +34,24 @@ import Testing
         }
     }
 
+    @Test func aPerHostLimitSetLaterAppliesToRequestsAlreadyWaiting() throws {
+        let a = uniqueGroup() + "-a", b = uniqueGroup() + "-b"
+        let q = try makeQueue(max: 0)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = rq_queue_suspend(q)
+        for i in 0..<3 {
+            _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.2&group=\(a)&id=\(i)"), tag: "a\(i)"))
+            _ = addAndRelease(q, try rec.request(otherHost("/delay?s=0.2&group=\(b)&id=\(i)"), tag: "b\(i)"))
+        }
+        #expect(rq_queue_set_max_per_host(q, 1) == RQ_OK)
+        _ = rq_queue_resume(q)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        #expect(fixture.log(group: a).peaks[a] == 1)
+        #expect(fixture.log(group: b).peaks[b] == 1)
+        #expect(rec.completions.count == 6 && rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
+    }
+
     @Test func higherPrioritiesStartFirstAndPrioritiesCanChange() throws {
         let g = uniqueGroup()
         let q = try makeQueue(max: 1)
