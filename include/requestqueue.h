@@ -348,7 +348,8 @@ RQ_API rq_result rq_queue_free(rq_queue *queue);
  *  on first use, thread-safe, never freed. Returns NULL only if it cannot be created. */
 RQ_API rq_queue *rq_queue_default(void);
 
-/** Sets the maximum number of requests running at once; 0 means unlimited. Takes effect at once:
+/** Sets the maximum number of requests running at once; 0 means unlimited (values above SSIZE_MAX
+ *  count as SSIZE_MAX, which the getter then reports). Takes effect at once:
  *  raising it starts waiting requests immediately; lowering it never interrupts running ones. */
 RQ_API rq_result rq_queue_set_max_concurrent(rq_queue *queue, size_t max_concurrent);
 /** Writes the queue's maximum number of running requests (0 = unlimited). */
@@ -365,7 +366,8 @@ RQ_API rq_result rq_queue_set_duplicates(rq_queue *queue, rq_duplicates duplicat
 RQ_API rq_result rq_queue_get_duplicates(rq_queue *queue, rq_duplicates *out_duplicates);
 
 /** Sets the maximum number of requests running at once to one origin (scheme, host and port, as
- *  written in the URL), besides the queue's limit; 0 means no per-host limit (default). A waiting
+ *  written in the URL), besides the queue's limit; 0 means no per-host limit (default; values above
+ *  SSIZE_MAX count as SSIZE_MAX). A waiting
  *  request whose host is at its limit keeps its place while requests to other hosts start. */
 RQ_API rq_result rq_queue_set_max_per_host(rq_queue *queue, size_t max_per_host);
 /** Writes the per-host limit (0 = none). */
@@ -546,8 +548,8 @@ RQ_API rq_result rq_request_set_retry_delay(rq_request *request, double seconds)
 
 /** Sets the outcomes that are retried (copied). The default set is RQ_OUTCOME_TIMEOUT,
  *  RQ_OUTCOME_CANNOT_RESOLVE_HOST, RQ_OUTCOME_CANNOT_CONNECT and RQ_OUTCOME_CONNECTION_LOST.
- *  RQ_OUTCOME_OK and RQ_OUTCOME_CANCELLED cannot be retried (RQ_ERR_INVALID_ARGUMENT); `outcomes`
- *  may be NULL only when `count` is 0 (retry nothing). */
+ *  RQ_OUTCOME_OK and RQ_OUTCOME_CANCELLED cannot be retried, and `count` is at most 64
+ *  (RQ_ERR_INVALID_ARGUMENT); `outcomes` may be NULL only when `count` is 0 (retry nothing). */
 RQ_API rq_result rq_request_set_retry_outcomes(rq_request *request, const rq_outcome *outcomes,
                                                size_t count);
 
@@ -559,7 +561,8 @@ RQ_API rq_result rq_request_set_retry_outcomes(rq_request *request, const rq_out
 RQ_API rq_result rq_request_set_retry_backoff(rq_request *request, double multiplier, double max_delay,
                                               double jitter);
 
-/** Sets HTTP statuses to retry (copied; 400 to 599), such as 429, 502, 503, 504. None by default. */
+/** Sets HTTP statuses to retry (copied; each 400 to 599, at most 200 of them), such as 429, 502,
+ *  503, 504. None by default. */
 RQ_API rq_result rq_request_set_retry_statuses(rq_request *request, const int *statuses, size_t count);
 
 /** Allows retries of a method that is not idempotent (POST, PATCH, or any method other than GET,
@@ -583,7 +586,7 @@ RQ_API rq_result rq_request_set_priority(rq_request *request, rq_priority priori
 /** Writes the request's priority. */
 RQ_API rq_result rq_request_get_priority(rq_request *request, rq_priority *out_priority);
 
-/** Sets a tag (copied; NULL removes it) to cancel, count or list requests by
+/** Sets a tag (copied byte for byte; NULL removes it) to cancel, count or list requests by
  *  (`rq_queue_cancel_tag`, `rq_queue_count_tag`, `rq_queue_snapshot_tag`). One tag per request. */
 RQ_API rq_result rq_request_set_tag(rq_request *request, const char *tag);
 

@@ -3,14 +3,14 @@ import CRequestQueueAPI
 
 @c @implementation public func rq_response_metrics(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_metrics>?) -> rq_result {
     guard let pointer, let out else { return RQ_ERR_NULL_ARGUMENT }
-    let size = out.pointee.size
-    guard size >= MemoryLayout<Int>.size + MemoryLayout<Double>.size else { return RQ_ERR_INVALID_ARGUMENT }
+    let size = UInt(bitPattern: out.pointee.size)
+    guard size >= UInt(MemoryLayout<Int>.size + MemoryLayout<Double>.size) else { return RQ_ERR_INVALID_ARGUMENT }
     let response = Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
     let m = response.metrics
     var full = rq_metrics(size: MemoryLayout<rq_metrics>.size, queued: m.queued, dns: m.dns, connect: m.connect,
                           tls: m.tls, first_byte: m.firstByte, total: m.total, bytes_down: m.bytesDown,
                           bytes_up: m.bytesUp, attempts: response.attempts, connection_reused: m.reused ? 1 : 0)
-    let byteCount = min(size, MemoryLayout<rq_metrics>.size)
+    let byteCount = Int(min(size, UInt(MemoryLayout<rq_metrics>.size)))
     full.size = byteCount
     withUnsafeBytes(of: &full) { bytes in
         if let base = bytes.baseAddress { UnsafeMutableRawPointer(out).copyMemory(from: base, byteCount: byteCount) }

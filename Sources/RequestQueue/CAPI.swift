@@ -174,13 +174,13 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
 @c @implementation public func rq_queue_get_stats(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_queue_stats>?) -> rq_result {
     withQueue(pointer) { q in
         guard let out else { return RQ_ERR_NULL_ARGUMENT }
-        let size = out.pointee.size
-        guard size >= MemoryLayout<Int>.size + MemoryLayout<UInt64>.size else { return RQ_ERR_INVALID_ARGUMENT }
+        let size = UInt(bitPattern: out.pointee.size)
+        guard size >= UInt(MemoryLayout<Int>.size + MemoryLayout<UInt64>.size) else { return RQ_ERR_INVALID_ARGUMENT }
         let s = q.statistics
         var full = rq_queue_stats(size: MemoryLayout<rq_queue_stats>.size, added: s.added, started: s.started,
                                   retried: s.retried, succeeded: s.succeeded, cancelled: s.cancelled, failed: s.failed,
                                   coalesced: s.coalesced, bytes_down: s.bytesDown, bytes_up: s.bytesUp)
-        let byteCount = min(size, MemoryLayout<rq_queue_stats>.size)
+        let byteCount = Int(min(size, UInt(MemoryLayout<rq_queue_stats>.size)))
         full.size = byteCount
         withUnsafeBytes(of: &full) { bytes in
             if let base = bytes.baseAddress { UnsafeMutableRawPointer(out).copyMemory(from: base, byteCount: byteCount) }
@@ -226,14 +226,14 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
                                                      _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
         guard let tag, let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
-        return writeList(q.snapshot(tag: String(cString: tag)), outList, outCount)
+        return writeList(q.snapshot(tag: copyCString(tag)), outList, outCount)
     }
 }
 
 @c @implementation public func rq_queue_count_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
         guard let tag, let out else { return RQ_ERR_NULL_ARGUMENT }
-        out.pointee = q.snapshot(tag: String(cString: tag)).count
+        out.pointee = q.snapshot(tag: copyCString(tag)).count
         return RQ_OK
     }
 }
@@ -241,7 +241,7 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
 @c @implementation public func rq_queue_cancel_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
         guard let tag else { return RQ_ERR_NULL_ARGUMENT }
-        let cancelled = q.cancelAll(tag: String(cString: tag))
+        let cancelled = q.cancelAll(tag: copyCString(tag))
         out?.pointee = cancelled
         return RQ_OK
     }
@@ -410,8 +410,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             r.password = nil
             return RQ_OK
         }
-        r.user = String(cString: user)
-        r.password = password.map { String(cString: $0) } ?? ""
+        r.user = copyCString(user)
+        r.password = password.map(copyCString) ?? [0]
         return RQ_OK
     }
 }
@@ -433,7 +433,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_ca_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
-        r.caFile = path.map { String(cString: $0) }
+        r.caFile = path.map(copyCString)
         return RQ_OK
     }
 }
@@ -530,7 +530,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
-        r.tag = tag.map { String(cString: $0) }
+        r.tag = tag.map(copyCString)
         return RQ_OK
     }
 }
@@ -635,7 +635,7 @@ private func answer(_ pointer: OpaquePointer?, _ answer: Queue.AuthAnswer) -> rq
 
 @c @implementation public func rq_auth_use_credential(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
     guard let user, let password else { return RQ_ERR_NULL_ARGUMENT }
-    return answer(pointer, .credential(user: String(cString: user), password: String(cString: password)))
+    return answer(pointer, .credential(user: copyCString(user), password: copyCString(password)))
 }
 
 @c @implementation public func rq_auth_continue_without(_ pointer: OpaquePointer?) -> rq_result { answer(pointer, .continueWithout) }

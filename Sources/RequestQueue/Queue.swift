@@ -44,7 +44,7 @@ final class Queue: @unchecked Sendable {
     }
 
     enum AuthAnswer {
-        case credential(user: String, password: String)
+        case credential(user: CString, password: CString)
         case continueWithout
         case cancel
     }
@@ -175,7 +175,7 @@ final class Queue: @unchecked Sendable {
 
     /// Running requests in start order, then waiting ones in start order, at one instant; each
     /// coalesced request right after the one whose transfer it shares. With a tag, only those.
-    func snapshot(tag: String? = nil) -> [Request] {
+    func snapshot(tag: CString? = nil) -> [Request] {
         monitor.withLock {
             let (running, waiting) = scheduler.snapshot()
             var list: [Request] = []
@@ -256,7 +256,7 @@ final class Queue: @unchecked Sendable {
 
     /// Cancels every request, or those with `tag`; returns how many completions that produced.
     @discardableResult
-    func cancelAll(tag: String? = nil, message: String = "the request was cancelled") -> Int {
+    func cancelAll(tag: CString? = nil, message: String = "the request was cancelled") -> Int {
         monitor.withLock {
             var count = 0
             if let tag {
@@ -294,6 +294,7 @@ final class Queue: @unchecked Sendable {
             leader.followers.removeAll { $0 === request }
             request.leader = nil
             setState(request, .completed)
+            tally(cancelled)
             postLocked(.completion(request, cancelled))
             if leader.detached, leader.followers.isEmpty { completeLocked(leader, cancelled, stopTransfer: true) }
             return true
@@ -417,7 +418,10 @@ final class Queue: @unchecked Sendable {
     // MARK: Internals (monitor held)
 
     private func setState(_ request: Request, _ state: RequestState) {
-        request.lock.withLock { request.state = state }
+        request.lock.withLock {
+            request.state = state
+            if state == .completed { request.queue = nil }
+        }
     }
 
     private func startStartableLocked() {

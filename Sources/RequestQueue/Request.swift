@@ -33,8 +33,9 @@ final class Request: @unchecked Sendable {
     var timeout = 0.0
     var connectTimeout = 30.0
     var idleTimeout = 60.0
-    var user: String?
-    var password: String?
+    /// Caller strings kept byte for byte (they need not be UTF-8).
+    var user: CString?
+    var password: CString?
     var completion: rq_completion_fn?
     var context: UnsafeMutableRawPointer?
     var contextFree: rq_context_free_fn?
@@ -53,10 +54,10 @@ final class Request: @unchecked Sendable {
     private var cachedOrigin: String?
     /// Priority level (-2 ... 2); the only setting that may change while the request waits.
     var priority = 0
-    var tag: String?
+    var tag: CString?
     var maxRedirects = 10
     var maxResponseSize: UInt64 = 0
-    var caFile: String?
+    var caFile: CString?
     // Streaming (body chunks or file).
     var bodyCallback: rq_data_fn?
     /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
@@ -76,8 +77,9 @@ final class Request: @unchecked Sendable {
     // Lifecycle, under `lock`.
     var state = RequestState.new
     var callerHolds = true
-    /// The queue that accepted the request (set once, when accepted).
-    weak var queue: Queue?
+    /// The queue that accepted the request, until it completes (a strong reference: a weak one
+    /// hides the queue from leak checkers).
+    var queue: Queue?
 
     // Runtime, under the owning queue's monitor.
     /// Bumped at every new attempt and at completion, so stale engine events are recognised.
@@ -85,7 +87,7 @@ final class Request: @unchecked Sendable {
     var attempts = 0
     var challenge: Challenge?
     var rejectedCredentials = 0
-    var authCredentials: (user: String, password: String, scheme: AuthScheme)?
+    var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
     /// Coalescing: the request whose transfer this one shares, or the ones sharing this one's.
     var leader: Request?
     var followers: [Request] = []

@@ -140,6 +140,13 @@ let emptyCString: UnsafePointer<CChar> = {
     return UnsafePointer(p)
 }()
 
+/// A copy of a C string as it is, bytes and terminating NUL (no UTF-8 repair).
+typealias CString = [CChar]
+
+func copyCString(_ pointer: UnsafePointer<CChar>) -> CString {
+    Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
+}
+
 /// The bytes of a C string, or nil for NULL.
 func cStringBytes(_ pointer: UnsafePointer<CChar>?) -> UnsafeBufferPointer<UInt8>? {
     guard let pointer else { return nil }

@@ -78,7 +78,7 @@ final class Transfer {
         if r.maxResponseSize > 0 {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(clamping: r.maxResponseSize))
         }
-        if let caFile = r.caFile { _ = caFile.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_CAINFO, $0) } }
+        if let caFile = r.caFile { _ = caFile.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_CAINFO, $0.baseAddress) } }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
@@ -124,14 +124,14 @@ final class Transfer {
             }
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: auth))
         } else if let user = r.user {
-            setCredentials(user, r.password ?? "")
+            setCredentials(user, r.password ?? [0])
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: ccurl_auth_basic))
         }
     }
 
-    private func setCredentials(_ user: String, _ password: String) {
-        _ = user.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_USERNAME, $0) }
-        _ = password.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0) }
+    private func setCredentials(_ user: CString, _ password: CString) {
+        _ = user.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERNAME, $0.baseAddress) }
+        _ = password.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0.baseAddress) }
     }
 
     private func configureMethodAndBody() {

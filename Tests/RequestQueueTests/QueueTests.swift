@@ -217,8 +217,12 @@ import Testing
         for i in 0..<3 { _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=10&id=\(i)"), tag: "\(i)")) }
         _ = rq_queue_resume(q)
         #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
-        // Inside each completion the request is no longer counted (and the next one already runs).
-        #expect(counts.value == [2, 1, 0])
+        // Inside each completion the request is no longer counted (and the next one already runs);
+        // a later request may even have finished before an earlier callback ran.
+        let seen = counts.value
+        #expect(seen.count == 3)
+        for (i, n) in seen.enumerated() { #expect(n <= 2 - i) }
+        #expect(seen.last == 0)
     }
 
     @Test func duplicateCancelsTheEarlierEqualRequest() throws {
