@@ -68,8 +68,10 @@ final class Queue: @unchecked Sendable {
     private var closed = false
     /// Events posted and not yet finished running.
     private var undelivered = 0
-    /// Dispatch mode: events waiting for `dispatch`, and the descriptor readable while there are.
+    /// Events waiting to run: for `dispatch` in dispatch mode (the descriptor is readable while
+    /// there are), for the delivery queue's job in threaded mode.
     private var pending = RingDeque<Event>()
+    private var drainScheduled = false
     let eventFD: Int32
     private let dispatchLock = Monitor()
     /// Threaded mode: the serial queue that runs the callbacks.
@@ -330,7 +332,7 @@ final class Queue: @unchecked Sendable {
                                                   hasAuthHandler: request.authHandler != nil && !request.detached,
                                                   retry: request.retry, attempt: request.attempts,
                                                   method: request.method, retryAfter: retryAfter,
-                                                  random: Double.random(in: 0..<1))
+                                                  random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0)
             switch decision {
             case .challenge:
                 if request.authCredentials != nil { request.rejectedCredentials += 1 }
@@ -494,14 +496,30 @@ final class Queue: @unchecked Sendable {
 
     private func postLocked(_ event: Event) {
         undelivered += 1
+        pending.pushBack(event)
         if let deliveryQueue {
-            deliveryQueue.async { self.run(event) }
-        } else {
-            pending.pushBack(event)
-            if pending.count == 1 {
-                var one: UInt64 = 1
-                _ = write(eventFD, &one, 8)
+            // One delivery job runs everything posted until the line is empty: one wakeup per
+            // batch, not per event.
+            if !drainScheduled {
+                drainScheduled = true
+                deliveryQueue.async { self.drain() }
             }
+        } else if pending.count == 1 {
+            var one: UInt64 = 1
+            _ = write(eventFD, &one, 8)
+        }
+    }
+
+    /// Threaded mode: runs the pending events in order, on the delivery queue.
+    private func drain() {
+        while true {
+            let next: Event? = monitor.withLock {
+                if let event = pending.popFront() { return event }
+                drainScheduled = false
+                return nil
+            }
+            guard let event = next else { return }
+            run(event)
         }
     }
 
