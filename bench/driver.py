@@ -1,0 +1,928 @@
+#!/usr/bin/env python3
+"""The benchmark driver behind bench/run (which installs what it needs, then runs this).
+
+It builds the C and Swift clients, starts nginx on a free 127.0.0.1 port (one worker, keep-alive,
+access_log off) serving a 100-byte and a 10 MiB file, runs every client on the same work in the same
+run, interleaved (each repetition runs every client once per workload, in a rotated order), takes
+the median of each figure over the repetitions, runs the queue-only benchmark, and writes a markdown
+report with each figure's ratio to the C reference on libcurl multi.
+
+Every run of a client is checked: it must report N requests, N successes with status 200 and
+exactly N times the file's size in body bytes; a run that does not counts as failed. The exit status
+is 0 when every run of every available client passed (timing targets never fail it), and the last
+line says "bench: P passed, F failed".
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+CLIENTS_DIR = os.path.join(BENCH, "clients")
+
+SMALL_SIZE = 100
+LARGE_SIZE = 10 * 1024 * 1024
+REFERENCE = "c-curl"
+
+
+def log(message):
+    sys.stderr.write(f"bench: {message}\n")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------------
+# Clients
+# --------------------------------------------------------------------------------------------------
+
+
+class Client:
+    def __init__(self, key, label, argv, env=None, required=False, max_n=None, note=None):
+        self.key = key
+        self.label = label
+        self.argv = argv  # (kind, url, n, k) -> list of arguments
+        self.env = env or {}
+        self.required = required  # our own clients: unavailable is a failure, not a skip
+        self.max_n = max_n  # {"small": n, "large": n}: a smaller N for a slow client
+        self.note = note
+        self.skip_reason = None
+
+    def n_for(self, kind, n):
+        if self.max_n and kind in self.max_n:
+            return min(n, self.max_n[kind])
+        return n
+
+
+def make_clients(args, build):
+    py = args.python
+    lib = os.path.join(args.libdir, "librequestqueue.so")
+    py_env = {"REQUESTQUEUE_LIBRARY": lib,
+              "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "bindings", "python", "src"), CLIENTS_DIR])}
+    rb_env = {"REQUESTQUEUE_LIBRARY": lib}
+    rb_lib = os.path.join(ROOT, "bindings", "ruby", "lib")
+
+    def script(interpreter, name, *extra):
+        return lambda kind, url, n, k: [interpreter, *extra, os.path.join(CLIENTS_DIR, name), kind, url, str(n), str(k)]
+
+    us_max = {"small": args.urlsession_n}
+    clients = [
+        Client("c-curl", "C on libcurl multi (reference)",
+               lambda kind, url, n, k: [os.path.join(build, "curl_multi"), url, str(n), str(k)], required=True),
+        Client("c-rq-threaded", "librequestqueue from C, threaded delivery",
+               lambda kind, url, n, k: [os.path.join(build, "rq_client"), "threaded", url, str(n), str(k)]
+               + (["stream"] if kind == "large" else []),
+               required=True),
+        Client("c-rq-dispatch", "librequestqueue from C, dispatch delivery (poll loop)",
+               lambda kind, url, n, k: [os.path.join(build, "rq_client"), "dispatch", url, str(n), str(k)]
+               + (["stream"] if kind == "large" else []),
+               required=True),
+        Client("py-rq", "Python binding, Queue", script(py, "py_requestqueue.py"), env=py_env, required=True),
+        Client("py-rq-async", "Python binding, AsyncQueue (asyncio)", script(py, "py_requestqueue_async.py"),
+               env=py_env),
+        Client("py-pycurl", "Python pycurl CurlMulti", script(py, "py_pycurl.py"), env={"PYTHONPATH": CLIENTS_DIR}),
+        Client("py-aiohttp", "Python aiohttp", script(py, "py_aiohttp.py"), env={"PYTHONPATH": CLIENTS_DIR}),
+        Client("rb-rq", "Ruby binding", script("ruby", "rb_requestqueue.rb", "-I", rb_lib), env=rb_env),
+        Client("rb-typhoeus", "Ruby Typhoeus Hydra", script("ruby", "rb_typhoeus.rb")),
+        Client("swift-urlsession", "Swift URLSession (FoundationNetworking)",
+               lambda kind, url, n, k: [os.path.join(build, "urlsession"), kind, url, str(n), str(k)],
+               max_n=us_max,
+               note=f"Swift URLSession runs {args.urlsession_n:,} small requests per run instead of "
+                    f"{args.small_n:,} (it is slow by design: about 2.5k requests/s at any K); its "
+                    "figures are per request or per second, so they compare all the same."),
+    ]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {c.key for c in clients}
+        if unknown:
+            raise SystemExit(f"bench: unknown client(s) {', '.join(sorted(unknown))}; known: "
+                             + ", ".join(c.key for c in clients))
+        wanted.add(REFERENCE)
+        clients = [c for c in clients if c.key in wanted]
+    return clients
+
+
+# --------------------------------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------------------------------
+
+
+def run_quiet(argv, what, **kwargs):
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} failed ({shlex.join(argv)}):\n{result.stdout.strip()}")
+    return result.stdout
+
+
+def build_clients(args, build, clients):
+    cc = os.environ.get("CC", "cc")
+    cflags = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"]
+    curl = ["-lcurl"]
+    if shutil.which("pkg-config"):
+        try:
+            curl = run_quiet(["pkg-config", "--libs", "libcurl"], "pkg-config").split() or curl
+        except RuntimeError:
+            pass
+    rq = ["-I", os.path.join(ROOT, "include"), "-L", args.libdir, "-lrequestqueue", "-Wl,-rpath," + args.libdir]
+    src = lambda name: os.path.join(CLIENTS_DIR, name)  # noqa: E731
+    global MEASURE
+    MEASURE = os.path.join(build, "measure")
+    run_quiet([cc, *cflags, "-o", MEASURE, src("measure.c")], "building measure")
+    run_quiet([cc, *cflags, "-o", os.path.join(build, "curl_multi"), src("curl_multi.c"), *curl], "building curl_multi")
+    run_quiet([cc, *cflags, "-o", os.path.join(build, "rq_client"), src("rq_client.c"), *rq], "building rq_client")
+    run_quiet([cc, *cflags, "-o", os.path.join(build, "queue_ops"), src("queue_ops.c"), *rq], "building queue_ops")
+    for client in clients:
+        if client.key == "swift-urlsession":
+            swiftc = args.swiftc or shutil.which("swiftc")
+            if not swiftc:
+                client.skip_reason = "swiftc not found (Swift toolchain missing)"
+                continue
+            try:
+                run_quiet([swiftc, "-O", "-o", os.path.join(build, "urlsession"), src("urlsession.swift")],
+                          "building urlsession", cwd=build)
+            except RuntimeError as error:
+                client.skip_reason = "could not build: " + str(error).splitlines()[-1][:160]
+
+
+# --------------------------------------------------------------------------------------------------
+# nginx
+# --------------------------------------------------------------------------------------------------
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+master_process on;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_timeout 300s;
+    keepalive_requests 10000000;
+    default_type application/octet-stream;
+    client_body_temp_path {tmp}/temp/body;
+    proxy_temp_path {tmp}/temp/proxy;
+    fastcgi_temp_path {tmp}/temp/fastcgi;
+    uwsgi_temp_path {tmp}/temp/uwsgi;
+    scgi_temp_path {tmp}/temp/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {tmp}/www;
+    }}
+}}
+"""
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    def __init__(self, tmp, binary):
+        self.tmp = tmp
+        self.binary = binary
+        self.proc = None
+        self.port = None
+        os.chmod(tmp, 0o755)  # the worker runs as an unprivileged user when we are root
+        www = os.path.join(tmp, "www")
+        os.makedirs(www, mode=0o755, exist_ok=True)
+        os.makedirs(os.path.join(tmp, "temp"), exist_ok=True)
+        with open(os.path.join(www, "small.bin"), "wb") as f:
+            f.write(os.urandom(SMALL_SIZE))
+        with open(os.path.join(www, "large.bin"), "wb") as f:
+            f.write(os.urandom(LARGE_SIZE))
+        for name in ("small.bin", "large.bin"):
+            os.chmod(os.path.join(www, name), 0o644)
+
+    def start(self):
+        last_error = ""
+        for _ in range(5):
+            port = free_port()
+            conf = os.path.join(self.tmp, "nginx.conf")
+            with open(conf, "w") as f:
+                f.write(NGINX_CONF.format(tmp=self.tmp, port=port))
+            error_log = os.path.join(self.tmp, "startup.log")
+            with open(error_log, "w") as err:
+                self.proc = subprocess.Popen([self.binary, "-p", self.tmp, "-c", conf, "-e", error_log],
+                                             stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                             start_new_session=True)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                except OSError:
+                    time.sleep(0.05)
+                    continue
+                self.port = port
+                self.check()
+                return
+            self.stop()
+            with open(error_log) as f:
+                last_error = f.read().strip()
+        raise RuntimeError(f"nginx did not start: {last_error}")
+
+    def url(self, kind):
+        return f"http://127.0.0.1:{self.port}/{kind}.bin"
+
+    def check(self):
+        for kind, size in (("small", SMALL_SIZE), ("large", LARGE_SIZE)):
+            try:
+                with urllib.request.urlopen(self.url(kind), timeout=10) as response:
+                    got = len(response.read())
+            except OSError as error:
+                raise RuntimeError(f"nginx does not serve {self.url(kind)}: {error} (the files are in "
+                                   f"{self.tmp}/www; its worker must be able to read them)") from None
+            if got != size:
+                raise RuntimeError(f"nginx served {got} bytes for {kind}.bin, expected {size}")
+
+    def pids(self):
+        """The master's pid and its workers'."""
+        if self.proc is None:
+            return []
+        pids = [self.proc.pid]
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                pids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return pids
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful shutdown of master and worker
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Running one client
+# --------------------------------------------------------------------------------------------------
+
+
+def clean_env(extra):
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")}
+    env.update(extra)
+    return env
+
+
+MEASURE = None  # path of the built measure program (set by build_clients)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_cpu_seconds():
+    """CPU seconds the whole machine spent busy since boot (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / TICK
+
+
+def process_cpu_seconds(pids):
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+class Background:
+    """How busy the machine was with other work during the runs: busy CPU time of the whole
+    machine, less the clients' own (measured by wait4), nginx's and this driver's."""
+
+    def __init__(self, server_pids):
+        self.server_pids = server_pids
+        self.other = 0.0
+        self.capacity = 0.0
+
+    def sample(self):
+        return (busy_cpu_seconds(), process_cpu_seconds(self.server_pids) + process_cpu_seconds([os.getpid()]),
+                time.monotonic())
+
+    def account(self, before, client_cpu):
+        after = self.sample()
+        busy = after[0] - before[0]
+        ours = after[1] - before[1] + client_cpu
+        self.other += max(0.0, busy - ours)
+        self.capacity += (after[2] - before[2]) * (os.cpu_count() or 1)
+
+    def share(self):
+        return self.other / self.capacity if self.capacity else None
+
+
+BACKGROUND = None
+
+
+def run_process(argv, env, timeout, tmp):
+    """Runs argv under `measure`; returns (exit code, stdout, stderr, usage dict, timed out), where
+    usage has maxrss_kib, user and sys of the command's process."""
+    out_path = os.path.join(tmp, "client.out")
+    err_path = os.path.join(tmp, "client.err")
+    usage_path = os.path.join(tmp, "client.usage")
+    if os.path.exists(usage_path):
+        os.unlink(usage_path)
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen([MEASURE, usage_path, *argv], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, env=env, cwd=tmp, start_new_session=True)
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the process group we started: measure and the client
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    with open(out_path, errors="replace") as f:
+        stdout = f.read()
+    with open(err_path, errors="replace") as f:
+        stderr = f.read()
+    usage = {"maxrss_kib": 0, "user": 0.0, "sys": 0.0}
+    try:
+        with open(usage_path) as f:
+            usage = json.load(f)
+    except (OSError, ValueError):
+        pass
+    return proc.returncode, stdout, stderr, usage, timed_out
+
+
+def run_client(client, kind, url, n, k, size, timeout, tmp):
+    """One run. Returns a dict of figures, or raises RuntimeError with the reason it failed."""
+    argv = client.argv(kind, url, n, k)
+    before = BACKGROUND.sample() if BACKGROUND else None
+    code, stdout, stderr, usage, timed_out = run_process(argv, clean_env(client.env), timeout, tmp)
+    if before:
+        BACKGROUND.account(before, usage["user"] + usage["sys"])
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    # Ruby prints the error on its first line, Python on its last: keep both.
+    tail = (lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}" if lines else "")[:400]
+    if timed_out:
+        raise RuntimeError(f"no result within {timeout:.0f} s (killed). {tail}")
+    result = None
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            result = json.loads(line)
+            break
+        except ValueError:
+            continue
+    if result is None:
+        raise RuntimeError(f"exit code {code}, no result line. {tail}")
+    if result["n"] != n or result["ok"] != n or result["bytes"] != n * size:
+        raise RuntimeError(f"wrong result: {result['ok']} of {n} requests succeeded "
+                           f"({result['n']} completed), {result['bytes']} bytes instead of {n * size}. {tail}")
+    if code != 0:
+        raise RuntimeError(f"exit code {code} after a correct result. {tail}")
+    wall, cpu = result["wall"], result["cpu"]
+    figures = {
+        "n": n, "wall": wall, "cpu": cpu,
+        "rps": n / wall,
+        "cpu_us": cpu / n * 1e6,
+        "rss_mib": usage["maxrss_kib"] / 1024.0,
+        "process_cpu": usage["user"] + usage["sys"],
+    }
+    if kind == "large":
+        figures["streamed"] = bool(result.get("streamed"))
+        figures["mbps"] = result["bytes"] / wall / 1e6
+        figures["cpu_ms_per_body"] = cpu / n * 1e3
+    return figures
+
+
+# --------------------------------------------------------------------------------------------------
+# The benchmark
+# --------------------------------------------------------------------------------------------------
+
+
+class Results:
+    def __init__(self):
+        self.runs = {}  # (client, workload) -> [figures]
+        self.failures = {}  # (client, workload) -> [reason]
+        self.passed = 0
+        self.failed = 0
+
+    def add(self, key, figures):
+        self.runs.setdefault(key, []).append(figures)
+        self.passed += 1
+
+    def fail(self, key, reason):
+        self.failures.setdefault(key, []).append(reason)
+        self.failed += 1
+
+    def median(self, key, metric):
+        values = [r[metric] for r in self.runs.get(key, []) if metric in r]
+        return statistics.median(values) if values else None
+
+
+def probe(clients, nginx, tmp, results):
+    """A tiny run of each client; one that cannot run is skipped (ours: a failure)."""
+    for client in clients:
+        if client.skip_reason:
+            continue
+        try:
+            run_client(client, "small", nginx.url("small"), 4, 2, SMALL_SIZE, 120, tmp)
+        except RuntimeError as error:
+            client.skip_reason = str(error)
+        if client.skip_reason:
+            log(f"{client.key}: unavailable: {client.skip_reason}")
+            if client.required:
+                results.fail((client.key, "probe"), client.skip_reason)
+
+
+def wrk_ceiling(url, connections, seconds):
+    if not shutil.which("wrk"):
+        return None
+    try:
+        out = run_quiet(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", url], "wrk")
+    except RuntimeError:
+        return None
+    match = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    return float(match.group(1)) if match else None
+
+
+def run_matrix(args, clients, nginx, tmp, results):
+    workloads = [("small", k) for k in args.small_k] + [("large", k) for k in args.large_k]
+    active = [c for c in clients if not c.skip_reason]
+    total = args.reps * len(workloads) * len(active)
+    done = 0
+    for rep in range(args.reps):
+        for kind, k in workloads:
+            shift = (rep * 3 + k) % len(active)  # a different order in each repetition and workload
+            order = active[shift:] + active[:shift]
+            for client in order:
+                n = client.n_for(kind, args.small_n if kind == "small" else args.large_n)
+                size = SMALL_SIZE if kind == "small" else LARGE_SIZE
+                key = (client.key, f"{kind}-{k}")
+                done += 1
+                try:
+                    figures = run_client(client, kind, nginx.url(kind), n, k, size, args.timeout, tmp)
+                    results.add(key, figures)
+                    if kind == "small":
+                        summary = f"{figures['rps']:,.0f} req/s, {figures['cpu_us']:.1f} us/req"
+                    else:
+                        summary = f"{figures['mbps']:,.0f} MB/s"
+                    log(f"[{done}/{total}] rep {rep + 1} {kind} K={k} {client.key}: {summary}, "
+                        f"{figures['rss_mib']:.1f} MiB")
+                except RuntimeError as error:
+                    results.fail(key, str(error))
+                    log(f"[{done}/{total}] rep {rep + 1} {kind} K={k} {client.key}: FAILED: {error}")
+
+
+def run_queue_ops(args, build, url, tmp, results):
+    binary = os.path.join(build, "queue_ops")
+    for rep in range(args.reps):
+        for n in args.queue_n:
+            key = ("queue", n)
+            code, stdout, stderr, usage, timed_out = run_process([binary, str(n), url], clean_env({}),
+                                                                 args.timeout + 150, tmp)
+            try:
+                if timed_out:
+                    raise RuntimeError("killed at its time limit")
+                if code != 0:
+                    raise RuntimeError(f"exit code {code}: {stderr.strip()[-300:]}")
+                figures = json.loads(stdout.strip().splitlines()[-1])
+                figures["rss_mib"] = usage["maxrss_kib"] / 1024.0
+                results.add(key, figures)
+                log(f"queue rep {rep + 1} n={n:,}: add {figures['add_ns']:.0f} ns, cancel "
+                    f"{figures['cancel_ns']:.0f} ns, {figures['bytes_per_waiting']:.0f} B/waiting")
+            except (RuntimeError, ValueError, IndexError) as error:
+                results.fail(key, str(error))
+                log(f"queue n={n}: FAILED: {error}")
+
+
+# --------------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------------
+
+
+def fmt(value, digits=0):
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(value, ref):
+    if value is None or not ref:
+        return "–"
+    return f"{value / ref:.2f}×"
+
+
+def machine_info():
+    cores = os.cpu_count()
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    os_name = "Linux"
+    try:
+        with open("/etc/os-release") as f:
+            fields = dict(line.rstrip().split("=", 1) for line in f if "=" in line)
+        os_name = fields.get("PRETTY_NAME", os_name).strip('"')
+    except OSError:
+        pass
+    if os.path.exists("/etc/debian_version"):
+        with open("/etc/debian_version") as f:
+            os_name += f" ({f.read().strip()})"
+    return cores, model, mem, os_name, platform.release()
+
+
+def version_of(argv, pattern=None):
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = out.strip()
+    if pattern:
+        match = re.search(pattern, out)
+        return match.group(1) if match else None
+    return out.splitlines()[0] if out else None
+
+
+def software(args, clients):
+    keys = {c.key for c in clients if not c.skip_reason}
+    items = []
+    curl = version_of(["curl-config", "--version"], r"libcurl ([\d.]+)")
+    items.append(f"libcurl {curl or '?'}")
+    lib_version = version_of([args.python, "-c", "import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); "
+                              "l.rq_version_string.restype=ctypes.c_char_p; print(l.rq_version_string().decode())",
+                              os.path.join(args.libdir, "librequestqueue.so")])
+    commit = version_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    dirty = version_of(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+    items.append(f"librequestqueue {lib_version or '?'} (release build"
+                 + (f", commit {commit}{' with local changes' if dirty else ''}" if commit else "") + ")")
+    items.append("nginx " + (version_of(["nginx", "-v"], r"nginx/([\d.]+)") or "?"))
+    py_version = version_of([args.python, "-c", "import platform; print(platform.python_version())"])
+    py_mods = [f"Python {py_version or '?'}"]
+    if keys & {"py-rq", "py-rq-async"}:
+        py_mods.append("cffi " + (version_of([args.python, "-c", "import cffi; print(cffi.__version__)"]) or "?"))
+    if "py-pycurl" in keys:
+        py_mods.append("pycurl " + (version_of([args.python, "-c", "import pycurl; print(pycurl.version)"],
+                                               r"PycURL/([\d.]+)") or "?")
+                       + " (built against libcurl "
+                       + (version_of([args.python, "-c", "import pycurl; print(pycurl.version)"],
+                                     r"libcurl/([\d.]+)") or "?") + ")")
+    if "py-aiohttp" in keys:
+        py_mods.append("aiohttp " + (version_of([args.python, "-c", "import aiohttp; print(aiohttp.__version__)"]) or "?"))
+    items.append(", ".join(py_mods))
+    if keys & {"rb-rq", "rb-typhoeus"}:
+        rb = [f"Ruby {version_of(['ruby', '-e', 'print RUBY_VERSION']) or '?'}"]
+        if "rb-rq" in keys:
+            rb.append("ffi " + (version_of(["ruby", "-e", "require 'ffi'; print FFI::VERSION"]) or "?"))
+        if "rb-typhoeus" in keys:
+            rb.append("typhoeus " + (version_of(["ruby", "-e", "require 'typhoeus'; print Typhoeus::VERSION"]) or "?"))
+        items.append(", ".join(rb))
+    if "swift-urlsession" in keys:
+        swiftc = args.swiftc or shutil.which("swiftc")
+        items.append("Swift " + (version_of([swiftc, "--version"], r"Swift version ([\w.\-]+)") or "?"))
+    return items
+
+
+def cell_failures(results, key):
+    failures = results.failures.get(key)
+    return f" ({len(failures)} failed)" if failures else ""
+
+
+def report(args, clients, results, meta):
+    cores, model, mem, os_name, kernel = machine_info()
+    lines = []
+    add = lines.append
+    add("# Benchmarks")
+    add("")
+    add(f"Generated by `{meta['command']}` on {meta['date']} (UTC), in {meta['duration'] / 60:.1f} minutes. "
+        "Reproduce with one command from a checkout: `bench/run` (it installs what it needs; "
+        "`bench/run --quick` is the short smoke run CI uses). How it works: [bench/README.md](bench/README.md).")
+    add("")
+    add(f"- **Machine**: {cores} cores, {model}, {fmt(mem, 0)} GiB RAM, {os_name}, Linux {kernel}. "
+        f"Load average (1 min) {meta['load_start']:.2f} at the start, {meta['load_end']:.2f} at the end; "
+        + (f"other processes used {meta['background']:.0%} of the machine's CPU during the client runs "
+           "(busy time from /proc/stat less the clients', nginx's and the driver's own)"
+           if meta.get("background") is not None else "")
+        + ". The clients and nginx share the machine's cores: figures from a busy machine are lower and "
+        "noisier, while the ratios, measured side by side, hold better.")
+    server = "nginx on 127.0.0.1, one worker, keep-alive, access_log off, sendfile"
+    if meta.get("wrk64"):
+        server += (f"; its ceiling measured with wrk (1 thread): {fmt(meta['wrk64'])} requests/s over 64 "
+                   f"connections, {fmt(meta['wrk1'])} over 1, for the 100-byte file")
+    add(f"- **Server**: {server}.")
+    add("- **Software**: " + "; ".join(software(args, clients)) + ".")
+    add(f"- **Method**: {args.reps} repetition{'s' if args.reps != 1 else ''}; in each, every client runs "
+        "every workload once, in a rotated order (interleaved), and each figure is the **median** over the "
+        "repetitions. Each run is a fresh process. Requests/s and MB/s are over the timed phase (from before the "
+        "client creates its session, queue or multi handle until the last response completed); CPU is user+sys "
+        "of the whole client process (every thread) over that phase, from getrusage(RUSAGE_SELF); peak RSS is the "
+        "client process's maxrss (wait4). Every run is checked: N responses with status 200 and exactly N times "
+        "the file's size in body bytes. **× C** is the ratio to the C reference in the same run: above 1 is "
+        "faster for requests/s and MB/s, and costlier for CPU and memory.")
+    add("")
+
+    def small(key, k, metric):
+        return results.median((key, f"small-{k}"), metric)
+
+    def large(key, k, metric):
+        return results.median((key, f"large-{k}"), metric)
+
+    by_key = {c.key: c for c in clients}
+
+    # Targets
+    add("## Targets")
+    add("")
+    add("| target | measured | verdict |")
+    add("|---|---|---|")
+    targets = []
+
+    def target(text, value, limit, higher_is_better, shown):
+        if value is None:
+            verdict = "not measured"
+        else:
+            met = value >= limit if higher_is_better else value <= limit
+            verdict = "**met**" if met else "**missed**"
+        targets.append((text, verdict))
+        add(f"| {text} | {shown if value is not None else '–'} | {verdict} |")
+
+    k_cpu, k_rate = 64, 1
+    for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch")):
+        if key not in by_key:
+            continue
+        ref = small(REFERENCE, k_cpu, "cpu_us")
+        mine = small(key, k_cpu, "cpu_us")
+        value = mine / ref if mine and ref else None
+        target(f"C, {name}: CPU per request at K={k_cpu} within 1.10× of the C reference", value, 1.10, False,
+               f"{fmt(mine, 1)} µs vs {fmt(ref, 1)} µs = {value:.2f}×" if value else "")
+        ref = small(REFERENCE, k_rate, "rps")
+        mine = small(key, k_rate, "rps")
+        value = mine / ref if mine and ref else None
+        target(f"C, {name}: requests/s at K={k_rate} at least 0.95× the C reference", value, 0.95, True,
+               f"{fmt(mine)} vs {fmt(ref)} = {value:.2f}×" if value else "")
+    if "py-rq" in by_key:
+        mine, other = small("py-rq", 64, "rps"), small("py-aiohttp", 64, "rps")
+        value = mine / other if mine and other else None
+        target("Python binding: requests/s at K=64 at least 4× aiohttp's", value, 4.0, True,
+               f"{fmt(mine)} vs {fmt(other)} = {value:.2f}×" if value else "")
+        mine, other = small("py-rq", 64, "cpu_us"), small("py-pycurl", 64, "cpu_us")
+        value = mine / other if mine and other else None
+        target("Python binding: CPU per request at K=64 within 1.5× of pycurl's", value, 1.5, False,
+               f"{fmt(mine, 1)} µs vs {fmt(other, 1)} µs = {value:.2f}×" if value else "")
+    if "rb-rq" in by_key:
+        mine, other = small("rb-rq", 64, "rps"), small("rb-typhoeus", 64, "rps")
+        value = mine / other if mine and other else None
+        target("Ruby binding: requests/s at K=64 at least 3× Typhoeus'", value, 3.0, True,
+               f"{fmt(mine)} vs {fmt(other)} = {value:.2f}×" if value else "")
+    for n in args.queue_n:
+        key = ("queue", n)
+        for metric, text in (("add_ns", "add"), ("cancel_ns", "cancel")):
+            value = results.median(key, metric)
+            target(f"Queue with {n:,} waiting: at most 1 µs per {text}", value, 1000, False,
+                   f"{fmt(value)} ns")
+        value = results.median(key, "bytes_per_waiting")
+        target(f"Queue with {n:,} waiting: under 1 KiB per waiting request", value, 1023.999, False,
+               f"{fmt(value)} bytes")
+    add("")
+    add("Targets are ratios measured in one run; they are reported, never enforced (a missed target does not "
+        "fail `bench/run`).")
+    add("")
+
+    # Small requests
+    add(f"## Small requests: {args.small_n:,} GETs of a {SMALL_SIZE}-byte file, K in flight")
+    add("")
+    for k in args.small_k:
+        ref_rps, ref_cpu, ref_rss = (small(REFERENCE, k, m) for m in ("rps", "cpu_us", "rss_mib"))
+        add(f"### K = {k}")
+        add("")
+        add("| client | requests/s | × C | CPU µs/request | × C | peak RSS MiB | × C |")
+        add("|---|---:|---:|---:|---:|---:|---:|")
+        for client in clients:
+            if client.skip_reason:
+                add(f"| {client.label} | skipped | | | | | |")
+                continue
+            key = (client.key, f"small-{k}")
+            rps, cpu, rss = (results.median(key, m) for m in ("rps", "cpu_us", "rss_mib"))
+            label = client.label + cell_failures(results, key)
+            if client.key == "swift-urlsession" and client.n_for("small", args.small_n) != args.small_n:
+                label += f" (N={client.n_for('small', args.small_n):,})"
+            add(f"| {label} | {fmt(rps)} | {ratio(rps, ref_rps)} | {fmt(cpu, 1)} | {ratio(cpu, ref_cpu)} | "
+                f"{fmt(rss, 1)} | {ratio(rss, ref_rss)} |")
+        add("")
+
+    # Large bodies
+    add(f"## Large bodies: {args.large_n} × {LARGE_SIZE // (1024 * 1024)} MiB, K in flight")
+    add("")
+    add("Each client consumes the bodies as they arrive and discards them where its API allows: the "
+        "*body* column says *streamed*, or *whole* when the client received each body whole in memory "
+        "(up to K bodies held at once, and a binding copies each into a bytes or String object). "
+        "librequestqueue streams with `rq_request_set_body_callback`; a binding without a streaming "
+        "callback gets whole bodies.")
+    add("")
+    for k in args.large_k:
+        ref_mbps, ref_rss, ref_cpu = (large(REFERENCE, k, m) for m in ("mbps", "rss_mib", "cpu_ms_per_body"))
+        add(f"### K = {k}")
+        add("")
+        add("| client | body | MB/s | × C | peak RSS MiB | × C | CPU ms per body | × C |")
+        add("|---|---|---:|---:|---:|---:|---:|---:|")
+        for client in clients:
+            if client.skip_reason:
+                add(f"| {client.label} | | skipped | | | | | |")
+                continue
+            key = (client.key, f"large-{k}")
+            runs = results.runs.get(key, [])
+            body = "–" if not runs else "streamed" if all(r.get("streamed") for r in runs) else "whole"
+            mbps, rss, cpu = (results.median(key, m) for m in ("mbps", "rss_mib", "cpu_ms_per_body"))
+            label = client.label + cell_failures(results, key)
+            add(f"| {label} | {body} | {fmt(mbps)} | {ratio(mbps, ref_mbps)} | {fmt(rss, 1)} | {ratio(rss, ref_rss)} | "
+                f"{fmt(cpu, 1)} | {ratio(cpu, ref_cpu)} |")
+        add("")
+
+    # Queue
+    add("## The queue itself, without network")
+    add("")
+    add("`bench/clients/queue_ops.c`: on a suspended queue (dispatch delivery, duplicates allowed), N × "
+        "`rq_request_new` + `rq_request_set_completion`, then N × `rq_add`, then N × `rq_cancel` in a shuffled "
+        "order, each loop timed on its own; then one `rq_queue_dispatch` delivers the N cancellation "
+        "completions. Memory per waiting request is the growth of the resident set from before the requests "
+        "were created to after they were all added, divided by N (the request plus its place in the queue).")
+    add("")
+    add("| waiting requests | ns per add | ns per cancel | bytes per waiting request | of which the queue's | "
+        "ns per request_new | ns per completion delivered | peak RSS MiB |")
+    add("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in args.queue_n:
+        key = ("queue", n)
+        m = lambda metric: results.median(key, metric)  # noqa: E731
+        partial = any(r.get("partial") for r in results.runs.get(key, []))
+        label = f"{n:,}" + (" (stopped at the 60 s budget)" if partial else "") + cell_failures(results, key)
+        add(f"| {label} | {fmt(m('add_ns'))} | {fmt(m('cancel_ns'))} | {fmt(m('bytes_per_waiting'))} | "
+            f"{fmt(m('queue_bytes_per_waiting'))} | {fmt(m('new_ns'))} | {fmt(m('deliver_ns'))} | "
+            f"{fmt(m('rss_mib'), 1)} |")
+    add("")
+
+    # Notes
+    add("## Notes")
+    add("")
+    add("- **C reference** (`bench/clients/curl_multi.c`): libcurl multi with K easy handles, each re-added for "
+        "the next request as soon as its transfer ends; body bytes counted and discarded. The engine's own cost.")
+    add("- **librequestqueue from C** (`bench/clients/rq_client.c`): all N requests are added at once to one "
+        "queue with `max_concurrent` = K and `RQ_DUPLICATES_ALLOW` (the N requests are equal), so its peak RSS "
+        "includes N waiting requests; threaded delivery waits in `rq_queue_wait_idle`, dispatch delivery runs a "
+        "`poll()` loop on `rq_queue_get_fd` + `rq_queue_dispatch`. The Python and Ruby bindings and Typhoeus "
+        "also queue all N at once; pycurl, aiohttp and URLSession keep K in flight and start the next when one "
+        "ends.")
+    add("- **pycurl** is built from source against the system libcurl (`pip install --no-binary pycurl`), so "
+        "that it runs the same engine as the C reference; Typhoeus (ethon) uses the system libcurl too.")
+    add("- **aiohttp**: one `ClientSession` with `TCPConnector(limit=K)` and K worker tasks on the default "
+        "asyncio event loop.")
+    for client in clients:
+        if client.note and not client.skip_reason:
+            add(f"- {client.note}")
+    for client in clients:
+        if client.skip_reason:
+            add(f"- **{client.label}** was skipped: {client.skip_reason}")
+    for (key, workload), reasons in sorted(results.failures.items(), key=str):
+        add(f"- **{key}, {workload}**: {len(reasons)} run(s) failed: {reasons[0]}")
+    add("")
+    return "\n".join(lines), targets
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_list(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="small N, one repetition, report to $TMPDIR/BENCHMARKS.quick.md (the CI smoke run)")
+    parser.add_argument("--libdir", required=True,
+                        help="directory holding librequestqueue.so (bench/run builds the checkout's and passes "
+                             "it, unless given)")
+    parser.add_argument("--python", default=sys.executable, help="Python for the Python clients")
+    parser.add_argument("--swiftc", default=None, help="Swift compiler for the URLSession client")
+    parser.add_argument("--reps", type=int, help="repetitions (3; quick 1)")
+    parser.add_argument("--small-n", type=int, help="small requests per run (20000; quick 1000)")
+    parser.add_argument("--small-k", type=parse_list, help="K values for small requests (1,8,64,256)")
+    parser.add_argument("--large-n", type=int, help="10 MiB bodies per run (50; quick 8)")
+    parser.add_argument("--large-k", type=parse_list, help="K values for large bodies (1,8)")
+    parser.add_argument("--queue-n", type=parse_list,
+                        help="waiting requests for the queue benchmark (10000,1000000; quick 10000,100000)")
+    parser.add_argument("--urlsession-n", type=int, help="small requests per URLSession run (5000; quick 500)")
+    parser.add_argument("--timeout", type=float, help="seconds before a client run is killed (300; quick 60)")
+    parser.add_argument("--only", help="comma-separated client keys (the C reference is always included)")
+    parser.add_argument("--output", help="markdown report (default BENCHMARKS.md; with --quick, a temp file)")
+    parser.add_argument("--json", help="also write every run's raw figures to this file")
+    parser.add_argument("--command", default="bench/run", help="the command line shown in the report")
+    args = parser.parse_args()
+
+    quick = args.quick
+    defaults = dict(reps=1 if quick else 3, small_n=1000 if quick else 20000, small_k=[1, 8, 64, 256],
+                    large_n=8 if quick else 50, large_k=[1, 8],
+                    queue_n=[10000, 100000] if quick else [10000, 1000000],
+                    urlsession_n=500 if quick else 5000, timeout=60 if quick else 300)
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if min([args.reps, args.small_n, args.large_n, args.urlsession_n] + args.small_k + args.large_k
+           + args.queue_n) <= 0:
+        parser.error("counts must be positive")
+    if args.output is None:
+        args.output = (os.path.join(tempfile.gettempdir(), "BENCHMARKS.quick.md") if quick
+                       else os.path.join(ROOT, "BENCHMARKS.md"))
+    if not os.path.exists(os.path.join(args.libdir, "librequestqueue.so")):
+        parser.error(f"no librequestqueue.so in {args.libdir}")
+    args.libdir = os.path.abspath(args.libdir)
+
+    started = time.monotonic()
+    load_start = os.getloadavg()[0]
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    results = Results()
+    tmp = tempfile.mkdtemp(prefix="requestqueue-bench.")
+    os.chmod(tmp, 0o755)  # nginx's worker runs as an unprivileged user when we are root
+    nginx = None
+    try:
+        build = os.path.join(tmp, "build")
+        os.makedirs(build)
+        clients = make_clients(args, build)
+        log(f"building the clients in {build}")
+        build_clients(args, build, clients)
+        nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
+        os.makedirs(os.path.join(tmp, "server"))
+        nginx = Nginx(os.path.join(tmp, "server"), nginx_bin)
+        nginx.start()
+        log(f"nginx on 127.0.0.1:{nginx.port}")
+        seconds = 1 if quick else 3
+        wrk64 = wrk_ceiling(nginx.url("small"), 64, seconds)
+        wrk1 = wrk_ceiling(nginx.url("small"), 1, seconds)
+        if wrk64:
+            log(f"server ceiling (wrk): {wrk64:,.0f} req/s over 64 connections, {wrk1 or 0:,.0f} over 1")
+        run_dir = os.path.join(tmp, "run")
+        os.makedirs(run_dir)
+        probe(clients, nginx, run_dir, results)
+        global BACKGROUND
+        BACKGROUND = Background(nginx.pids())
+        run_matrix(args, clients, nginx, run_dir, results)
+        run_queue_ops(args, build, nginx.url("small"), run_dir, results)
+    finally:
+        if nginx is not None:
+            nginx.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    meta = {"command": args.command, "date": date, "duration": time.monotonic() - started,
+            "load_start": load_start, "load_end": os.getloadavg()[0],
+            "wrk64": wrk64, "wrk1": wrk1, "background": BACKGROUND.share() if BACKGROUND else None}
+    text, targets = report(args, clients, results, meta)
+    with open(args.output, "w") as f:
+        f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta,
+                       "runs": {f"{c}|{w}": r for (c, w), r in results.runs.items()},
+                       "failures": {f"{c}|{w}": r for (c, w), r in results.failures.items()}}, f, indent=1)
+    print(text)
+    log(f"report written to {args.output}")
+    for text_, verdict in targets:
+        log(f"target {verdict.strip('*')}: {text_}")
+    print(f"bench: {results.passed} passed, {results.failed} failed")
+    return 0 if results.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as error:  # a build or nginx failure: say what, without a traceback
+        log(f"error: {error}")
+        print("bench: 0 passed, 1 failed")
+        sys.exit(1)
