@@ -323,12 +323,18 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard pointer != nil else { return RQ_OK }
     let (r, result) = request(pointer)
     guard let r else { return result }
+    var alreadyFreed = false
     let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
-        guard r.callerHolds else { return nil }
+        guard r.callerHolds else {
+            alreadyFreed = true
+            return nil
+        }
         r.callerHolds = false
         guard r.state == .new, let free = r.contextFree else { return nil }
         return (free, r.context)
     }
+    // Freed twice while the request is still in flight: the handle lives on, but not the caller's.
+    if alreadyFreed { return RQ_ERR_INVALID_HANDLE }
     r.releaseHandleIfUnused()
     if let (free, context) = finalize { free(context) }
     return RQ_OK

@@ -545,13 +545,15 @@ final class Queue: @unchecked Sendable {
             deliverChunk(request, chunk)
         }
         CallbackContext.currentQueue = previous
-        monitor.withLock {
-            undelivered -= 1
-            if undelivered == 0 { monitor.broadcast() }
-        }
+        // Before the count drops: whoever waits for it (rq_queue_free, wait_idle) then finds the
+        // request finished.
         if case let .completion(request, _) = event {
             request.lock.withLock { request.finished = true }
             request.releaseHandleIfUnused()
+        }
+        monitor.withLock {
+            undelivered -= 1
+            if undelivered == 0 { monitor.broadcast() }
         }
     }
 
