@@ -76,6 +76,7 @@ final class Queue: @unchecked Sendable {
     private let dispatchLock = Monitor()
     /// Threaded mode: the serial queue that runs the callbacks.
     private let deliveryQueue: DispatchQueue?
+    /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
     private var engine: Engine!
 
     init?(threaded: Bool, kind: Kind) {

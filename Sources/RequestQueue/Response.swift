@@ -39,7 +39,9 @@ final class Response: @unchecked Sendable {
         self.uploadTotal = uploadTotal
         // The block already holds "name\0value\0" pairs: one copy makes the C storage.
         if !headers.bytes.isEmpty, let raw = malloc(headers.bytes.count) {
-            headers.bytes.withUnsafeBytes { raw.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            headers.bytes.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { raw.copyMemory(from: base, byteCount: bytes.count) }
+            }
             headerStorage = raw.assumingMemoryBound(to: CChar.self)
             headerOffsets = headers.offsets
         } else {

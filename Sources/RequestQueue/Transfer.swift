@@ -169,7 +169,9 @@ final class Transfer {
                 line.append(contentsOf: header.value)
             }
             line.append(0)
-            list = line.withUnsafeBufferPointer { curl_slist_append(list, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self)) } ?? list
+            list = line.withUnsafeBufferPointer { bytes in
+                bytes.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+            } ?? list
         }
         // libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body; send the
         // caller's headers only.
