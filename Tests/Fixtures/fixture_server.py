@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Loopback-only HTTP fixture server for the RequestQueue tests (stdlib only).
 
-Usage: python3 fixture_server.py [--port 0] [--exit-on-stdin-eof] [--verbose]
+Usage: python3 fixture_server.py [--port 0] [--exit-on-stdin-eof] [--parent-pid PID] [--verbose]
                                  [--tls-cert FILE --tls-key FILE]
 
 Binds 127.0.0.1, prints one line "PORT <n>" to stdout once listening, then
@@ -540,6 +540,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--exit-on-stdin-eof", action="store_true")
+    parser.add_argument("--parent-pid", type=int, default=0,
+                        help="exit when this process is gone (for parents whose spawn goes through "
+                             "an intermediate process, so that our own parent is not theirs)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this PEM certificate (chain)")
     parser.add_argument("--tls-key", metavar="FILE", help="the PEM private key of --tls-cert")
@@ -554,6 +557,8 @@ def main():
     def stop(signum, frame):
         raise SystemExit(0)
 
+    # A parent may hand us a signal mask with these blocked (threads of a test runner do).
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server = FixtureServer(("127.0.0.1", args.port), State(args.verbose, tls))
@@ -562,7 +567,7 @@ def main():
         def watch_stdin():
             while sys.stdin.buffer.read1(IO_SIZE):
                 pass
-            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(0)  # not a signal: the parent may have left SIGTERM blocked in our mask
         threading.Thread(target=watch_stdin, daemon=True).start()
 
         # The parent may have leaked the write end of our stdin into us (a pipe created without
@@ -572,8 +577,21 @@ def main():
         def watch_parent():
             while os.getppid() == parent:
                 time.sleep(0.5)
-            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(0)  # not a signal: the parent may have left SIGTERM blocked in our mask
         threading.Thread(target=watch_parent, daemon=True).start()
+
+    if args.parent_pid:
+        def watch_pid():
+            while True:
+                try:
+                    os.kill(args.parent_pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(0.5)
+            os._exit(0)  # not a signal: the parent may have left SIGTERM blocked in our mask
+        threading.Thread(target=watch_pid, daemon=True).start()
 
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

@@ -530,7 +530,7 @@ final class TLSFixture: @unchecked Sendable {
         let out = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", root.appendingPathComponent("Tests/Fixtures/fixture_server.py").path,
-                             "--exit-on-stdin-eof", "--tls-cert", certificate, "--tls-key", key]
+                             "--exit-on-stdin-eof", "--parent-pid", "\(getpid())", "--tls-cert", certificate, "--tls-key", key]
         process.standardOutput = out
         process.standardInput = stdinPipe
         process.standardError = FileHandle.nullDevice

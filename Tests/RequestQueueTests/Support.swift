@@ -18,7 +18,7 @@ final class Fixture: @unchecked Sendable {
         let script = root.appendingPathComponent("Tests/Fixtures/fixture_server.py").path
         let out = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, "--exit-on-stdin-eof"]
+        process.arguments = ["python3", script, "--exit-on-stdin-eof", "--parent-pid", "\(getpid())"]
         process.standardOutput = out
         process.standardInput = stdinPipe
         process.standardError = FileHandle.nullDevice
