@@ -37,6 +37,15 @@ private func validSeconds(_ seconds: Double, limit: Double = 1e6) -> Bool {
     seconds.isFinite && seconds >= 0 && seconds <= limit
 }
 
+/// Sets a time in seconds on a request that can still be changed, after checking it.
+private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKeyPath<Request, Double>, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r[keyPath: field] = seconds
+        return RQ_OK
+    }
+}
+
 private func inputResult(_ error: InputError) -> rq_result {
     switch error {
     case .invalidURL: RQ_ERR_INVALID_URL
@@ -386,27 +395,15 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_set_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
-    configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
-        r.timeout = seconds
-        return RQ_OK
-    }
+    setSeconds(pointer, \.timeout, seconds)
 }
 
 @c @implementation public func rq_request_set_connect_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
-    configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
-        r.connectTimeout = seconds
-        return RQ_OK
-    }
+    setSeconds(pointer, \.connectTimeout, seconds)
 }
 
 @c @implementation public func rq_request_set_idle_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
-    configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
-        r.idleTimeout = seconds
-        return RQ_OK
-    }
+    setSeconds(pointer, \.idleTimeout, seconds)
 }
 
 @c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
@@ -471,11 +468,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_set_retry_delay(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
-    configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
-        r.retry.delay = seconds
-        return RQ_OK
-    }
+    setSeconds(pointer, \.retry.delay, seconds)
 }
 
 @c @implementation public func rq_request_set_retry_outcomes(_ pointer: OpaquePointer?, _ outcomes: UnsafePointer<rq_outcome>?, _ count: Int) -> rq_result {
