@@ -165,6 +165,21 @@ def main():
                 print(f"| {value:,.0f} | {name[:140]} | {key[0] or '(libcurl/libc)'} |")
             print()
 
+        # libcurl and libc on both sides: what the library makes libcurl do beyond the reference.
+        ra, rb = functions(os.path.join(tmp, f"ref.{n1}")), functions(os.path.join(tmp, f"ref.{n2}"))
+        engine = max(range(len(per_thread)), key=lambda i: per_thread[i])
+        la, lb = functions(threads1[engine]), functions(threads2[engine])
+        keys = {key for key in set(rb) | set(lb) if key[0] == ""}
+        rows = sorted(((rb[k] - ra[k]) / per, (lb[k] - la[k]) / per, k[1]) for k in keys)
+        rows = [r for r in rows if max(r[0], r[1]) >= 300]
+        rows.sort(key=lambda r: -abs(r[1] - r[0]))
+        print("## libcurl and libc, inclusive instructions per request: reference vs the engine thread\n")
+        print("| function | C reference | librequestqueue | difference |")
+        print("|---|---:|---:|---:|")
+        for ref_value, lib_value, name in rows[: args.top]:
+            print(f"| {name} | {ref_value:,.0f} | {lib_value:,.0f} | {lib_value - ref_value:+,.0f} |")
+        print()
+
         print("## Context switches per request (wait4, without valgrind)\n")
         print("| | C reference | librequestqueue |")
         print("|---|---:|---:|")
