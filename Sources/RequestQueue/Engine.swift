@@ -26,10 +26,12 @@ final class Engine: @unchecked Sendable {
     private var thread = pthread_t()
 
     // Engine thread only.
-    private var transfers: [UInt: Transfer] = [:]
+    /// The running transfers (each knows its slot here; its request knows it as `transfer`).
+    private var running: [Transfer] = []
     private var timers: [(deadline: Double, request: Request, generation: UInt64)] = []
     private var wakeAt: Double?
-    private var idleHandles: [UnsafeMutableRawPointer] = []
+    /// Idle transfers, their easy handles kept for reuse.
+    private var pool: [Transfer] = []
     private var nextIdleCheck = 0.0
     private static let idleCheckInterval = 0.1
 
@@ -63,7 +65,7 @@ final class Engine: @unchecked Sendable {
     }
 
     private func run() {
-        var running: Int32 = 0
+        var stillRunning: Int32 = 0
         while true {
             let commands: [Command] = inboxLock.withLock {
                 defer { inbox.removeAll(keepingCapacity: true) }
@@ -75,22 +77,20 @@ final class Engine: @unchecked Sendable {
                     start(request, generation: generation)
                 case let .abort(request):
                     timers.removeAll { $0.request === request }
-                    if let transfer = transfers.removeValue(forKey: request.handle) { recycle(transfer) }
+                    if let transfer = request.transfer { recycle(transfer) }
                 case let .wake(at):
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
-                    for transfer in transfers.values { recycle(transfer) }
-                    transfers.removeAll()
+                    while let transfer = running.last { recycle(transfer) }
                     timers.removeAll()
-                    for easy in idleHandles { curl_easy_cleanup(easy) }
-                    idleHandles.removeAll()
+                    pool.removeAll()
                     curl_multi_cleanup(multi)
                     return
                 case let .resume(request):
-                    transfers[request.handle]?.unpause()
+                    request.transfer?.unpause()
                 }
             }
-            curl_multi_perform(multi, &running)
+            curl_multi_perform(multi, &stillRunning)
             readFinished()
             let now = Clock.now()
             var due: [(deadline: Double, request: Request, generation: UInt64)] = []
@@ -105,14 +105,14 @@ final class Engine: @unchecked Sendable {
                 continue
             }
             if !due.isEmpty { continue }
-            if !transfers.isEmpty, now >= nextIdleCheck {
+            if !running.isEmpty, now >= nextIdleCheck {
                 abortIdleTransfers(now: now)
                 nextIdleCheck = now + Engine.idleCheckInterval
             }
             var waitMs = 1000.0
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
-            if !transfers.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
+            if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
             if inboxLock.withLock({ !inbox.isEmpty }) { continue }
             curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
         }
@@ -120,19 +120,21 @@ final class Engine: @unchecked Sendable {
 
     private func start(_ request: Request, generation: UInt64) {
         guard queue.isCurrent(request, generation: generation) else { return }
-        if let old = transfers.removeValue(forKey: request.handle) { recycle(old) }
-        guard let easy = idleHandles.popLast() ?? curl_easy_init() else {
+        if let old = request.transfer { recycle(old) }
+        guard let transfer = pool.popLast() ?? Transfer(engine: self) else {
             queue.attemptFailedToStart(request, generation: generation, response: failure(request, "out of memory"))
             return
         }
-        let transfer = Transfer(request: request, generation: generation, easy: easy, engine: self)
-        transfer.configure()
-        guard curl_multi_add_handle(multi, easy) == CURLM_OK else {
-            recycle(transfer)
+        transfer.begin(request, generation: generation)
+        guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
+            transfer.end()
+            pool.append(transfer)
             queue.attemptFailedToStart(request, generation: generation, response: failure(request, "libcurl refused the transfer"))
             return
         }
-        transfers[request.handle] = transfer
+        transfer.slot = running.count
+        running.append(transfer)
+        request.transfer = transfer
     }
 
     private func failure(_ request: Request, _ message: String) -> Response {
@@ -148,43 +150,45 @@ final class Engine: @unchecked Sendable {
             _ = ccurl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privateData)
             guard let privateData else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(privateData).takeUnretainedValue()
-            transfers.removeValue(forKey: transfer.request.handle)
+            let request = transfer.request!, generation = transfer.generation
             let response = transfer.response(code: code)
             recycle(transfer)
-            finished(transfer, response)
+            finished(request, generation, response)
         }
     }
 
     /// Ends, as timed out, the transfers that moved no byte for their idle limit.
     private func abortIdleTransfers(now: Double) {
-        for transfer in transfers.values where transfer.isIdle(now: now) {
-            transfers.removeValue(forKey: transfer.request.handle)
-            let seconds = transfer.request.idleTimeout
+        for transfer in running where transfer.isIdle(now: now) {
+            let request = transfer.request!, generation = transfer.generation
             let response = transfer.response(code: CURLE_OPERATION_TIMEDOUT,
-                                             message: "no data received or sent for \(seconds) seconds")
+                                             message: "no data received or sent for \(request.idleTimeout) seconds")
             recycle(transfer)
-            finished(transfer, response)
+            finished(request, generation, response)
         }
     }
 
     /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
-    private func finished(_ transfer: Transfer, _ response: Response) {
-        if let retry = queue.attemptFinished(transfer.request, generation: transfer.generation, response: response) {
-            timers.append((Clock.now() + retry.delay, transfer.request, retry.generation))
+    private func finished(_ request: Request, _ generation: UInt64, _ response: Response) {
+        if let retry = queue.attemptFinished(request, generation: generation, response: response) {
+            timers.append((Clock.now() + retry.delay, request, retry.generation))
         }
     }
 
-    /// Detaches a transfer from the multi handle and keeps its easy handle for reuse.
+    /// Detaches a running transfer from the multi handle and from its request, and keeps it for
+    /// reuse.
     private func recycle(_ transfer: Transfer) {
         curl_multi_remove_handle(multi, transfer.easy)
-        transfer.release()
-        // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
-        if transfer.paused {
-            curl_easy_cleanup(transfer.easy)
-            return
+        let last = running.removeLast()
+        if last !== transfer {
+            last.slot = transfer.slot
+            running[transfer.slot] = last
         }
-        curl_easy_reset(transfer.easy)
-        if idleHandles.count < 256 { idleHandles.append(transfer.easy) } else { curl_easy_cleanup(transfer.easy) }
+        transfer.slot = -1
+        transfer.request.transfer = nil
+        transfer.end()
+        // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
+        if !transfer.paused, pool.count < 256 { pool.append(transfer) }
     }
 
     func reportProgress(_ transfer: Transfer, upload: Bool, done: Int64, total: Int64) {

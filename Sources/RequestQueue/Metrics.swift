@@ -17,8 +17,9 @@ struct Metrics {
     static let none = Metrics()
 
     /// Reads the figures of the attempt that just ended on `easy` (engine thread, before the
-    /// handle is reset). `queued` is from the request's acceptance to its first attempt.
-    init(easy: UnsafeMutableRawPointer, request: Request, effectiveURL: String) {
+    /// handle is reused). `queued` is from the request's acceptance to its first attempt; `secure`
+    /// tells whether the last URL was https.
+    init(easy: UnsafeMutableRawPointer, request: Request, secure: Bool) {
         func seconds(_ info: CURLINFO) -> Double {
             var micro: curl_off_t = 0
             guard ccurl_easy_getinfo_off(easy, info, &micro) == CURLE_OK, micro > 0 else { return 0 }
@@ -46,7 +47,6 @@ struct Metrics {
         let madeConnection = connected > 0 || reused
         if madeConnection || lookup > 0 { dns = min(lookup, total) }
         if madeConnection { connect = min(max(connected, dns), total) }
-        let secure = effectiveURL.utf8.count >= 6 && effectiveURL.prefix(6).lowercased() == "https:"
         if secure, madeConnection, handshake > 0 || reused { tls = min(max(handshake, connect), total) }
         if received > 0 { firstByte = min(max(first, tls, connect, dns), total) }
         bytesDown = count(CURLINFO_SIZE_DOWNLOAD_T)

@@ -95,6 +95,9 @@ final class Request: @unchecked Sendable {
     /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
     var detached = false
 
+    /// Engine thread only: the transfer running the current attempt.
+    var transfer: Transfer?
+
     // Delivery, touched only by the thread delivering this queue's callbacks.
     var completionDelivered = false
     /// Set once the completion callback and the context finalizer have returned (under `lock`).

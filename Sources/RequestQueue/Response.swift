@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import RequestQueueCore
 
 /// What a completion (or an authentication challenge) hands to C: every string and buffer lives
@@ -13,9 +14,11 @@ final class Response: @unchecked Sendable {
     let messageString: String
     private var urlC: UnsafeMutablePointer<CChar>?
     private var messageC: UnsafeMutablePointer<CChar>?
-    /// Names and values, each NUL-terminated, one after the other.
-    private let headerStorage: UnsafeMutablePointer<CChar>?
-    private let headerOffsets: [(name: Int, value: Int)]
+    /// The header lines as received, copied into malloc'ed memory; on first use they are cut in
+    /// place into NUL-terminated names and values, whose offsets `parsed` keeps.
+    private let headerStorage: UnsafeMutablePointer<UInt8>?
+    private let headerBytes: Int
+    private let parsed = Mutex<[HeaderLines.Field]?>(nil)
     /// Transfer figures for the final progress calls.
     let downloaded: Int64
     let downloadTotal: Int64
@@ -24,7 +27,8 @@ final class Response: @unchecked Sendable {
     /// Figures of the last attempt (`rq_response_metrics`); set before the response is posted.
     var metrics = Metrics.none
 
-    init(outcome: Outcome, status: Int, headers: HeaderBlock = HeaderBlock(), body: ByteBuffer = ByteBuffer(),
+    init(outcome: Outcome, status: Int, headers: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(start: nil, count: 0),
+         body: ByteBuffer = ByteBuffer(),
          url: String, message: String, attempts: Int,
          downloaded: Int64 = 0, downloadTotal: Int64 = -1, uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
         self.outcome = outcome
@@ -37,16 +41,13 @@ final class Response: @unchecked Sendable {
         self.downloadTotal = downloadTotal
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
-        // The block already holds "name\0value\0" pairs: one copy makes the C storage.
-        if !headers.bytes.isEmpty, let raw = malloc(headers.bytes.count) {
-            headers.bytes.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { raw.copyMemory(from: base, byteCount: bytes.count) }
-            }
-            headerStorage = raw.assumingMemoryBound(to: CChar.self)
-            headerOffsets = headers.offsets
+        if !headers.isEmpty, let raw = malloc(headers.count), let base = headers.baseAddress {
+            raw.copyMemory(from: base, byteCount: headers.count)
+            headerStorage = raw.assumingMemoryBound(to: UInt8.self)
+            headerBytes = headers.count
         } else {
             headerStorage = nil
-            headerOffsets = []
+            headerBytes = 0
         }
     }
 
@@ -74,16 +75,28 @@ final class Response: @unchecked Sendable {
         return UnsafePointer(made)
     }
 
-    var headerCount: Int { headerOffsets.count }
+    /// The headers' fields, cut out of the storage on first use (by whichever thread asks first).
+    private var fields: [HeaderLines.Field] {
+        parsed.withLock { fields in
+            if let fields { return fields }
+            let made = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
+            fields = made
+            return made
+        }
+    }
+
+    var headerCount: Int { fields.count }
 
     func header(at index: Int) -> (name: UnsafePointer<CChar>, value: UnsafePointer<CChar>)? {
-        guard index >= 0, index < headerOffsets.count, let headerStorage else { return nil }
-        let offsets = headerOffsets[index]
-        return (UnsafePointer(headerStorage + offsets.name), UnsafePointer(headerStorage + offsets.value))
+        let fields = fields
+        guard index >= 0, index < fields.count, let headerStorage else { return nil }
+        let raw = UnsafeRawPointer(headerStorage)
+        return (raw.advanced(by: fields[index].name).assumingMemoryBound(to: CChar.self),
+                raw.advanced(by: fields[index].value).assumingMemoryBound(to: CChar.self))
     }
 
     func header(named name: UnsafePointer<CChar>) -> UnsafePointer<CChar>? {
-        for index in 0..<headerOffsets.count {
+        for index in 0..<fields.count {
             if let h = header(at: index), strcasecmp(h.name, name) == 0 { return h.value }
         }
         return nil
@@ -95,48 +108,77 @@ final class Response: @unchecked Sendable {
     }
 }
 
-/// Response headers as received: "name\0value\0" pairs in one buffer, with the offsets of each
-/// name and value. Built line by line on the engine thread without an allocation per header.
-struct HeaderBlock {
-    private(set) var bytes: [UInt8] = []
-    private(set) var offsets: [(name: Int, value: Int)] = []
+/// Response header lines ("Name: value\r\n" each, as libcurl hands them over, status line left
+/// out): collected as they are on the engine thread, without parsing, and cut into fields only
+/// when someone reads them.
+enum HeaderLines {
+    /// Offsets of a field's name and value in the lines.
+    struct Field {
+        let name: Int
+        let value: Int
+    }
 
-    mutating func removeAll() {
-        bytes.removeAll(keepingCapacity: true)
-        offsets.removeAll(keepingCapacity: true)
+    /// Appends one line to `lines`; false when memory ran out. A line always ends with a newline
+    /// in the stored copy (so that a NUL can replace it when the lines are cut).
+    static func append(_ line: UnsafeRawBufferPointer, to lines: ByteBuffer) -> Bool {
+        guard let base = line.baseAddress else { return true }
+        guard lines.append(base, line.count) else { return false }
+        if line.last != 0x0A {
+            var newline: UInt8 = 0x0A
+            return lines.append(&newline, 1)
+        }
+        return true
+    }
+
+    /// Each "name: value" line: the offsets of the name, its end (the colon), and the value's
+    /// start and end (blanks around it left out). Lines without a colon are skipped.
+    private static func forEachField(_ bytes: UnsafeBufferPointer<UInt8>,
+                                     _ body: (_ name: Int, _ colon: Int, _ value: Int, _ end: Int) -> Bool) {
+        var start = 0
+        while start < bytes.count {
+            var next = start
+            while next < bytes.count, bytes[next] != 0x0A { next += 1 }
+            var end = next
+            while end > start, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            var colon = start
+            while colon < end, bytes[colon] != 0x3A { colon += 1 }
+            if colon < end {
+                var value = colon + 1
+                while value < end, bytes[value] == 0x20 || bytes[value] == 0x09 { value += 1 }
+                if !body(start, colon, value, end) { return }
+            }
+            start = next + 1
+        }
+    }
+
+    /// Cuts the lines in place into NUL-terminated names and values; returns their offsets.
+    static func cut(_ bytes: UnsafeMutableBufferPointer<UInt8>) -> [Field] {
+        var fields: [Field] = []
+        var ends: [(colon: Int, end: Int)] = []
+        forEachField(UnsafeBufferPointer(bytes)) { name, colon, value, end in
+            fields.append(Field(name: name, value: value))
+            ends.append((colon, end))
+            return true
+        }
+        // After the scan: a value's end may be the newline the scan looks for.
+        for (colon, end) in ends {
+            bytes[colon] = 0
+            bytes[end] = 0
+        }
+        return fields
     }
 
     /// The first value of a header (name compared case-insensitively), for internal decisions.
-    func value(named name: String) -> String? {
-        for (nameAt, valueAt) in offsets {
-            let stored = bytes[nameAt..<(valueAt - 1)]
-            if stored.count == name.utf8.count,
-               zip(stored, name.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
-                var end = valueAt
-                while end < bytes.count, bytes[end] != 0 { end += 1 }
-                return String(decoding: bytes[valueAt..<end], as: UTF8.self)
+    static func value(named name: String, in bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var found: String?
+        forEachField(bytes) { start, colon, value, end in
+            let stored = UnsafeBufferPointer(rebasing: bytes[start..<colon])
+            if stored.count == name.utf8.count, zip(stored, name.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
+                found = String(decoding: UnsafeBufferPointer(rebasing: bytes[value..<end]), as: UTF8.self)
+                return false
             }
+            return true
         }
-        return nil
-    }
-
-    /// Adds one "Name: value\r\n" line; lines without a colon (the blank end line) are skipped.
-    mutating func append(line: UnsafeBufferPointer<UInt8>) {
-        guard let base = line.baseAddress else { return }
-        var end = line.count
-        while end > 0, base[end - 1] == 0x0D || base[end - 1] == 0x0A { end -= 1 }
-        guard let found = memchr(base, Int32(UInt8(ascii: ":")), end) else { return }
-        let colon = UnsafePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
-        var valueStart = colon + 1
-        while valueStart < end, base[valueStart] == 0x20 || base[valueStart] == 0x09 { valueStart += 1 }
-        while end > valueStart, base[end - 1] == 0x20 || base[end - 1] == 0x09 { end -= 1 }
-        if bytes.capacity == 0 { bytes.reserveCapacity(512) }
-        let nameAt = bytes.count
-        bytes.append(contentsOf: UnsafeBufferPointer(start: base, count: colon))
-        bytes.append(0)
-        let valueAt = bytes.count
-        bytes.append(contentsOf: UnsafeBufferPointer(start: base + valueStart, count: end - valueStart))
-        bytes.append(0)
-        offsets.append((nameAt, valueAt))
+        return found
     }
 }

@@ -121,6 +121,9 @@ final class ByteBuffer: @unchecked Sendable {
     }
 
     var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
+
+    /// Empties the buffer, keeping its memory for what comes next.
+    func removeAll() { count = 0 }
 }
 
 /// Allocates a NUL-terminated copy of `bytes` with malloc (never NULL: an empty string on failure).

@@ -2,23 +2,32 @@ import CCurl
 import Glibc
 import RequestQueueCore
 
-/// One attempt of a request on a libcurl easy handle. Lives on the engine thread.
+/// A libcurl easy handle and the state of the attempt it runs. Lives on the engine thread; the
+/// engine keeps idle ones in a pool, so that a handle keeps its connection-independent options
+/// from one attempt to the next and only what differs is set again.
 final class Transfer {
-    let request: Request
-    let generation: UInt64
     let easy: UnsafeMutableRawPointer
     private unowned let engine: Engine
+    /// The attempt running on this transfer; nil while it waits in the pool.
+    private(set) var request: Request!
+    private(set) var generation: UInt64 = 0
+    /// Position in the engine's list of running transfers.
+    var slot = -1
     private var body = ByteBuffer()
-    private var headers = HeaderBlock()
+    /// The response's header lines as received (without the status line), parsed by `Response`.
+    private let headers = ByteBuffer()
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    /// The options set on the handle besides those of every attempt (URL, headers, body); nil
+    /// until the first attempt.
+    private var options: Options?
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
     private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
     /// Bytes moved (headers, body up and down) at the last idle check, and when they last changed.
     private var bytesSeen: Int64 = -1
-    private var lastActivity = Clock.now()
+    private var lastActivity = 0.0
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -37,7 +46,8 @@ final class Transfer {
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
     private var streamed: UInt64 = 0
-    /// Whether the write callback paused the transfer, waiting for the delivery to catch up.
+    /// Whether the write callback paused the transfer, waiting for the delivery to catch up. A
+    /// paused handle holds libcurl's buffered data: it is never reused.
     private(set) var paused = false
     /// With resume: the size of the file when the attempt started, asked for with a Range header.
     private var resumeFrom: Int64 = 0
@@ -45,52 +55,114 @@ final class Transfer {
     private var fileError: String?
     private var rangeError: String?
 
-    init(request: Request, generation: UInt64, easy: UnsafeMutableRawPointer, engine: Engine) {
-        self.request = request
-        self.generation = generation
+    /// The options of a request that stay on the handle between attempts. Two attempts with equal
+    /// options share the handle's settings; different ones reset it.
+    private struct Options: Equatable {
+        var method: String
+        var sendsBody: Bool
+        var maxRedirects: Int
+        var maxResponseSize: UInt64
+        var caFile: CString?
+        var https: Bool
+        var streamsBody: Bool
+        var progress: Bool
+        var timeout: Double
+        var connectTimeout: Double
+        var user: CString?
+        var password: CString?
+        var auth: UInt
+
+        init(_ r: Request) {
+            method = r.method
+            sendsBody = r.sendsBody
+            maxRedirects = r.maxRedirects
+            maxResponseSize = r.maxResponseSize
+            caFile = r.caFile
+            https = r.url.scheme == "https"
+            streamsBody = r.streamsBody
+            progress = r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)
+            timeout = r.timeout
+            connectTimeout = r.connectTimeout
+            if let credentials = r.authCredentials {
+                user = credentials.user
+                password = credentials.password
+                auth = switch credentials.scheme {
+                case .basic: ccurl_auth_basic
+                case .digest: ccurl_auth_digest
+                case .any: ccurl_auth_any
+                }
+            } else if let user = r.user {
+                self.user = user
+                password = r.password ?? [0]
+                auth = ccurl_auth_basic
+            } else {
+                auth = 0
+            }
+        }
+    }
+
+    init?(engine: Engine) {
+        guard let easy = curl_easy_init() else { return nil }
         self.easy = easy
         self.engine = engine
         errorBuffer.pointee = 0
+        setFixedOptions()
     }
 
     deinit {
+        curl_easy_cleanup(easy)
         errorBuffer.deallocate()
         curl_slist_free_all(headerList)
         _ = file?.close()
     }
 
-    /// Sets every option of this attempt on the (reset) easy handle.
-    func configure() {
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        let r = request
-        if r.firstAttemptAt == 0 { r.firstAttemptAt = Clock.now() }
-        if let path = r.outputPath {
-            file = OutputFile(path: path)
-            if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
+    /// Starts an attempt: resets the per-attempt state and sets the handle's options.
+    func begin(_ request: Request, generation: UInt64) {
+        self.request = request
+        self.generation = generation
+        outOfMemory = false
+        tooLarge = false
+        reportedDownload = (-1, -2)
+        reportedUpload = (-1, -2)
+        bytesSeen = -1
+        lastActivity = Clock.now()
+        sink = .undecided
+        status = 0
+        received = 0
+        streamed = 0
+        resumeFrom = 0
+        fileError = nil
+        rangeError = nil
+        headers.removeAll()
+        errorBuffer.pointee = 0
+        configure()
+    }
+
+    /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
+    func end() {
+        if headerList != nil {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
+            curl_slist_free_all(headerList)
+            headerList = nil
         }
+        if request.sendsBody { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
+        _ = file?.close()
+        file = nil
+        request = nil
+    }
+
+    /// The options of every attempt that do not depend on the request.
+    private func setFixedOptions() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
-        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, r.maxRedirects)
-        if r.maxRedirects == 0 { _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0) }
-        if r.maxResponseSize > 0 {
-            _ = ccurl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(clamping: r.maxResponseSize))
-        }
-        if let caFile = r.caFile { _ = caFile.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_CAINFO, $0.baseAddress) } }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
-        // would serialize requests behind a slow response.
-        if r.url.scheme == "https" { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
             return Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().bodyData(data, size * count)
         })
-        // A streamed body: read the connection in bigger pieces (libcurl still passes at most 16 KiB
-        // to the write callback at a time).
-        if r.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 65536) }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
@@ -99,64 +171,79 @@ final class Transfer {
             return accepted ? size * count : 0
         })
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
-        if r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody) {
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
-            _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
-                guard let me else { return 0 }
-                Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-                    .progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
-                return 0
-            }
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
+            guard let me else { return 0 }
+            Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                .progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
+            return 0
         }
-        configureMethodAndBody()
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+    }
+
+    /// Sets the options of this attempt: those that differ from the previous attempt's (after a
+    /// reset), then the URL, headers and body, which every attempt sets.
+    private func configure() {
+        let r = request!
+        if r.firstAttemptAt == 0 { r.firstAttemptAt = lastActivity }
+        if let path = r.outputPath {
+            file = OutputFile(path: path)
+            if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
+        }
+        let wanted = Options(r)
+        if options != wanted {
+            if options != nil {
+                curl_easy_reset(easy)
+                setFixedOptions()
+            }
+            apply(wanted)
+            options = wanted
+        }
+        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         configureHeaders()
-        if r.timeout > 0 { _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(min(r.timeout * 1000, 1e12).rounded(.up))) }
-        if r.connectTimeout > 0 {
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(r.connectTimeout * 1000, 1e12).rounded(.up)))
-        }
-        if let credentials = r.authCredentials {
-            setCredentials(credentials.user, credentials.password)
-            let auth: UInt = switch credentials.scheme {
-            case .basic: ccurl_auth_basic
-            case .digest: ccurl_auth_digest
-            case .any: ccurl_auth_any
-            }
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: auth))
-        } else if let user = r.user {
-            setCredentials(user, r.password ?? [0])
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: ccurl_auth_basic))
-        }
-    }
-
-    private func setCredentials(_ user: CString, _ password: CString) {
-        _ = user.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERNAME, $0.baseAddress) }
-        _ = password.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0.baseAddress) }
-    }
-
-    private func configureMethodAndBody() {
-        let r = request
-        let sendsBody = r.sendsBody
-        switch r.method {
-        case "HEAD":
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
-            return
-        case "GET" where !sendsBody:
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
-            return
-        case "POST":
-            break
-        default:
-            _ = r.method.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, $0) }
-        }
-        if sendsBody {
+        if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
         }
     }
 
+    /// Sets the options of a freshly reset handle.
+    private func apply(_ o: Options) {
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, o.maxRedirects == 0 ? 0 : 1)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, o.maxRedirects)
+        if o.maxResponseSize > 0 {
+            _ = ccurl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(clamping: o.maxResponseSize))
+        }
+        if let caFile = o.caFile { _ = caFile.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_CAINFO, $0.baseAddress) } }
+        // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
+        // would serialize requests behind a slow response.
+        if o.https { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
+        // A streamed body: read the connection in bigger pieces (libcurl still passes at most 16 KiB
+        // to the write callback at a time).
+        if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 65536) }
+        if o.progress { _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0) }
+        switch o.method {
+        case "HEAD":
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        case "GET" where !o.sendsBody:
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case "POST":
+            break
+        default:
+            _ = o.method.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, $0) }
+        }
+        if o.timeout > 0 { _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(min(o.timeout * 1000, 1e12).rounded(.up))) }
+        if o.connectTimeout > 0 {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(o.connectTimeout * 1000, 1e12).rounded(.up)))
+        }
+        if let user = o.user, let password = o.password {
+            _ = user.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERNAME, $0.baseAddress) }
+            _ = password.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0.baseAddress) }
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: o.auth))
+        }
+    }
+
     private func configureHeaders() {
-        let r = request
+        let r = request!
         var list: UnsafeMutablePointer<curl_slist>?
         // Resuming a download: our Range header replaces the request's.
         if resumeFrom > 0 { list = curl_slist_append(list, "Range: bytes=\(resumeFrom)-") ?? list }
@@ -196,8 +283,7 @@ final class Transfer {
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             return sink != .undecided || decideSink()
         }
-        headers.append(line: bytes)
-        return true
+        return HeaderLines.append(line, to: headers)
     }
 
     /// The status code of a status line ("HTTP/1.1 206 Partial Content"), or 0.
@@ -230,7 +316,7 @@ final class Transfer {
         if status == 206, resumeFrom > 0 {
             // The answer to our Range: it must continue the file. (A 206 answering a Range header
             // of the caller's own is written from the start of the file, as a 200 is.)
-            let start = headers.value(named: "Content-Range").flatMap(contentRangeStart)
+            let start = HeaderLines.value(named: "Content-Range", in: headers.bytes).flatMap(contentRangeStart)
             guard start == resumeFrom else {
                 rangeError = "the server answered a range request for byte \(resumeFrom) onward with "
                     + (start.map { "bytes from \($0)" } ?? "an unusable Content-Range")
@@ -369,21 +455,17 @@ final class Transfer {
             }
             if let override { message = override }
         }
-        let url = effective.map { String(cString: $0) } ?? request.url.string
-        let response = Response(outcome: outcome, status: status, headers: headers, body: body,
+        // The request's own URL unless a redirect led elsewhere: no copy in the common case.
+        var url = request.url.string
+        if let effective, url.withCString({ strcmp($0, effective) }) != 0 { url = String(cString: effective) }
+        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body,
                                 url: url, message: message, attempts: request.attempts,
                                 downloaded: received, downloadTotal: Int64(downloadTotal),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
-        response.metrics = Metrics(easy: easy, request: request, effectiveURL: url)
+        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 })
+        body = ByteBuffer()
         return response
-    }
-
-    /// Drops what the easy handle points into, before it is reset.
-    func release() {
-        curl_slist_free_all(headerList)
-        headerList = nil
-        _ = file?.close()
     }
 
     static func outcome(of code: CURLcode) -> Outcome {

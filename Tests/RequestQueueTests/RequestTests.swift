@@ -108,6 +108,59 @@ import Testing
         #expect(head.headers.contains { $0.0.lowercased() == "content-length" && $0.1 == "100" })
     }
 
+    /// One request at a time on one queue: every request reuses the easy handle of the one
+    /// before, which must carry nothing over (method, headers, body, credentials, HEAD's no-body).
+    @Test func aRequestCarriesNothingOverFromTheOneBeforeIt() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let steps: [(tag: String, path: String, configure: (OpaquePointer?) -> Void)] = [
+            ("patch", "/echo", { r in
+                _ = rq_request_set_method(r, "PATCH")
+                _ = rq_request_set_header(r, "X-One", "1")
+                _ = rq_request_set_credentials(r, "ann", "secret")
+                _ = rq_request_set_body(r, "abc", 3)
+            }),
+            ("get1", "/echo", { _ in }),
+            ("head", "/bytes?n=100", { r in _ = rq_request_set_method(r, "HEAD") }),
+            ("get2", "/echo", { _ in }),
+            ("post", "/echo", { r in
+                _ = rq_request_set_method(r, "POST")
+                _ = rq_request_set_header(r, "X-Two", "2")
+                _ = rq_request_set_body(r, "a=b", 3)
+            }),
+            ("get3", "/echo", { _ in }),
+        ]
+        for step in steps {
+            // Distinct URLs: equal requests would replace each other as duplicates.
+            let url = fixture.url(step.path + (step.path.contains("?") ? "&" : "?") + "step=\(step.tag)")
+            #expect(addAndRelease(q, try rec.request(url, tag: step.tag, configure: step.configure)) == RQ_OK)
+        }
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        func echo(_ tag: String) throws -> (method: String, headers: [String: String], body: String) {
+            let c = try #require(rec.completion(tag))
+            let json = try #require(try? JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any],
+                                    "\(tag): \(c.status) \(c.message) \(String(decoding: c.body, as: UTF8.self))")
+            return (json["method"] as? String ?? "", json["headers"] as? [String: String] ?? [:], json["body"] as? String ?? "")
+        }
+        let patch = try echo("patch")
+        #expect(patch.method == "PATCH" && patch.headers["x-one"] == "1" && patch.body == "abc")
+        #expect(patch.headers["authorization"] != nil)
+        for tag in ["get1", "get2", "get3"] {
+            let get = try echo(tag)
+            #expect(get.method == "GET", "\(tag)")
+            #expect(get.body == "", "\(tag)")
+            #expect(get.headers["x-one"] == nil && get.headers["x-two"] == nil, "\(tag)")
+            #expect(get.headers["authorization"] == nil && get.headers["content-type"] == nil, "\(tag)")
+            #expect(get.headers["content-length"] == nil, "\(tag)")
+        }
+        let head = try #require(rec.completion("head"))
+        #expect(head.status == 200 && head.body.isEmpty)
+        let post = try echo("post")
+        #expect(post.method == "POST" && post.headers["x-two"] == "2" && post.body == "a=b")
+        #expect(post.headers["x-one"] == nil && post.headers["authorization"] == nil)
+    }
+
     @Test func downloadProgressIsMonotonicAndEndsWithAFinalCall() throws {
         let n = 200_000
         let (c, rec) = try run("/bytes?n=\(n)&rate=800000", progress: true)
