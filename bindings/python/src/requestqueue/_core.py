@@ -6,10 +6,17 @@ Lifetimes
   ``rq_queue_dispatch`` / ``rq_queue_free`` called by this module, on the calling Python thread (for
   :class:`AsyncQueue`, on the event loop's thread, from ``loop.add_reader``). No callback ever
   arrives on a thread of the library.
-* The context given to the library for a request is an integer token, not a pointer to a Python
-  object: the callbacks look the token up in ``_registry``, which holds the :class:`Request` (and so
-  its callbacks and its queue) from ``add`` until its completion callback. A token the registry no
-  longer knows is ignored, so no callback can reach a freed Python object.
+* The context given to the library for a request is the request's own handle, not a pointer to a
+  Python object (handle values are never reused within a process): the callbacks look it up in
+  ``_registry``, which holds the :class:`Request` (and so its callbacks and its queue) from ``add``
+  until its completion callback. A context the registry no longer knows is ignored, so no callback
+  can reach a freed Python object.
+* A response is borrowed from the library only during its callback: everything in it is copied
+  then (the body, status, URL, outcome and metrics, and the headers as bytes, decoded on first
+  use), so a :class:`Response` stays valid forever.
+* A :class:`Request` releases its handle when it is garbage collected (the library keeps a request
+  in flight for itself), except in a forked child for a request of the parent and once the
+  interpreter is exiting.
 * The C callbacks are module globals created once, never freed.
 * Streaming (``stream=True``): the pieces of the body are kept in the request's buffer until
   :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` hands them out. The library pauses a
@@ -28,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import itertools
 import json as _json
 import os
 import select
@@ -82,6 +88,7 @@ from ._types import (
     RateLimit,
     Response,
     State,
+    _built,
 )
 
 __all__ = ["Request", "AuthChallenge", "Queue", "AsyncQueue", "STREAM_BUFFER_LIMIT"]
@@ -109,8 +116,9 @@ _UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 # Process-wide state
 # --------------------------------------------------------------------------------------------------
 
-_registry: Dict[int, "Request"] = {}  # token -> request in flight (added, completion not yet run)
-_tokens = itertools.count(1)
+# handle -> request in flight (added, completion not yet run). Keys are rq_request * cdata, which
+# hash and compare by address, so the void * context of a callback finds its request.
+_registry: Dict[Any, "Request"] = {}
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
@@ -144,18 +152,9 @@ def _close_all_at_exit() -> None:
             pass
 
 
-def _free_request(handle: Any, pid: int) -> None:
-    if pid == _pid:
-        lib.rq_request_free(handle)
-
-
 def _free_queue(ptr: Any, pid: int) -> None:
     if pid == _pid:
         lib.rq_queue_free(ptr)
-
-
-def _address(ptr: Any) -> int:
-    return int(ffi.cast("uintptr_t", ptr))
 
 
 def _cstring(value: Union[str, bytes], what: str, error: type) -> bytes:
@@ -212,66 +211,71 @@ def _decode(data: bytes) -> str:
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
 _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
 _NULL = ffi.NULL
-_out = threading.local()  # out-parameters reused by _copy_response, one set per thread
+_OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
+_METRICS_SIZE = ffi.sizeof("rq_metrics")
+
+
+class _OutParams(threading.local):
+    """The out-parameters of _copy_response, one set per thread (the GIL is released in every call
+    of the library, so two dispatching threads must not share them)."""
+
+    def __init__(self) -> None:
+        self.all = (ffi.new("size_t *"), ffi.new("const char **"), ffi.new("const char **"),
+                    ffi.new("rq_metrics *"))
+
+
+_out = _OutParams()
 
 
 def _text(ptr: Any) -> str:
     return _decode(_string(ptr)) if ptr != _NULL else ""
 
 
-def _seconds_or_none(value: float) -> Optional[float]:
-    return float(value) if value >= 0 else None
-
-
-def _copy_metrics(ptr: Any) -> Optional[Metrics]:
-    out = getattr(_out, "metrics", None)
-    if out is None:
-        out = _out.metrics = ffi.new("rq_metrics *")
-    out.size = ffi.sizeof("rq_metrics")
+def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
+    out.size = _METRICS_SIZE
     if lib.rq_response_metrics(ptr, out) != 0:
         return None
-    return Metrics(
-        queued=_seconds_or_none(out.queued),
-        dns=_seconds_or_none(out.dns),
-        connect=_seconds_or_none(out.connect),
-        tls=_seconds_or_none(out.tls),
-        first_byte=_seconds_or_none(out.first_byte),
-        total=_seconds_or_none(out.total),
-        bytes_down=int(out.bytes_down),
-        bytes_up=int(out.bytes_up),
-        attempts=int(out.attempts),
-        connection_reused=bool(out.connection_reused),
-    )
+    # The library's -1 ("does not apply") becomes None.
+    queued, dns, connect, tls, first_byte, total = (
+        out.queued, out.dns, out.connect, out.tls, out.first_byte, out.total)
+    return _built(Metrics, {
+        "queued": queued if queued >= 0 else None,
+        "dns": dns if dns >= 0 else None,
+        "connect": connect if connect >= 0 else None,
+        "tls": tls if tls >= 0 else None,
+        "first_byte": first_byte if first_byte >= 0 else None,
+        "total": total if total >= 0 else None,
+        "bytes_down": out.bytes_down,
+        "bytes_up": out.bytes_up,
+        "attempts": out.attempts,
+        "connection_reused": bool(out.connection_reused),
+    })
 
 
 def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
-    outs = getattr(_out, "params", None)
-    if outs is None:
-        outs = _out.params = (ffi.new("size_t *"), ffi.new("const char **"), ffi.new("const char **"))
-    size, name, value = outs
+    size, name, value, metrics_out = _out.all
     body_ptr = lib.rq_response_body(ptr, size)
-    body = bytes(ffi.buffer(body_ptr, size[0])) if size[0] else b""
+    length = size[0]
+    body = ffi.buffer(body_ptr, length)[:] if length else b""
     header_at = lib.rq_response_header_at
-    pairs = []
-    for index in range(lib.rq_response_header_count(ptr)):
-        if header_at(ptr, index, name, value) == 0:
-            pairs.append((_string(name[0]), _string(value[0])))
+    pairs = [(_string(name[0]), _string(value[0])) for index in range(lib.rq_response_header_count(ptr))
+             if header_at(ptr, index, name, value) == 0]
     outcome_code = lib.rq_response_outcome(ptr)
-    try:
-        outcome = Outcome(outcome_code)
-    except ValueError:  # a newer library with an outcome this binding does not know
-        outcome = Outcome.TRANSPORT
-    return Response(
-        url=_text(lib.rq_response_url(ptr)),
-        status=lib.rq_response_status(ptr),
-        headers=Headers._from_bytes(pairs),  # decoded on first use
-        body=body,
-        outcome=outcome,
-        message=_text(lib.rq_response_error_message(ptr)) if outcome_code else "",
-        attempts=lib.rq_response_attempts(ptr),
-        metrics=_copy_metrics(ptr),
-    )
+    # An outcome this binding does not know (a newer library) counts as a transport failure.
+    outcome = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
+    metrics = _copy_metrics(ptr, metrics_out)
+    return _built(Response, {
+        "url": _text(lib.rq_response_url(ptr)),
+        "status": lib.rq_response_status(ptr),
+        "headers": Headers._from_bytes(pairs),  # decoded on first use
+        "body": body,
+        "outcome": outcome,
+        "message": _text(lib.rq_response_error_message(ptr)) if outcome_code else "",
+        # (The metrics hold the attempts too: one call fewer.)
+        "attempts": metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr),
+        "metrics": metrics,
+    })
 
 
 def _note(exc: BaseException, text: str) -> None:
@@ -285,35 +289,31 @@ def _note(exc: BaseException, text: str) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _token(context: Any) -> int:
-    return int(ffi.cast("uintptr_t", context))
-
-
 def _unexpected(exc_type: Any, exc_value: Any, traceback: Any) -> None:
     # Only reached if this module itself fails inside a callback; user code is wrapped.
     sys.stderr.write(f"requestqueue: internal error in a callback: {exc_value!r}\n")
 
 
 def _on_completion(context: Any, request: Any, response: Any) -> None:
-    req = _registry.pop(_token(context), None)
+    req = _registry.pop(context, None)
     if req is not None:
         req._complete(response)
 
 
 def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
-    req = _registry.get(_token(context))
+    req = _registry.get(context)
     if req is not None:
         req._progress(req._on_upload_progress, "upload progress", progress, done, total)
 
 
 def _on_download(context: Any, request: Any, progress: float, done: int, total: int) -> None:
-    req = _registry.get(_token(context))
+    req = _registry.get(context)
     if req is not None:
         req._progress(req._on_download_progress, "download progress", progress, done, total)
 
 
 def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, response: Any) -> None:
-    req = _registry.get(_token(context))
+    req = _registry.get(context)
     if req is None:
         lib.rq_auth_cancel(challenge)  # never leave a challenge without an answer
         return
@@ -321,7 +321,7 @@ def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, res
 
 
 def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> int:
-    req = _registry.get(_token(context))
+    req = _registry.get(context)
     if req is not None:
         req._body_piece(data, int(size), int(offset))
     return 0  # a callback that raised has already cancelled the request
@@ -416,6 +416,21 @@ class Request:
     still collected in the response.
     """
 
+    # Instance attributes whose initial value is shared: each request sets its own when it changes.
+    _owner = 0  # the pid of the process whose library owns _handle (0: no handle yet)
+    _queue: Optional["_QueueBase"] = None
+    _response: Optional[Response] = None
+    _error: Optional[BaseException] = None
+    _callback_error: Optional[BaseException] = None
+    _settled = False
+    # stream=True: the total size of the pieces not yet handed out by iter_bytes()/aiter_bytes(),
+    # the size of the current attempt's body so far, the bytes of it already handed out, and the
+    # number of iterators reading it.
+    _buffered = 0
+    _attempt_bytes = 0
+    _handed_out = 0
+    _iterating = 0
+
     def __init__(
         self,
         url: str,
@@ -454,17 +469,11 @@ class Request:
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
         out = ffi.new("rq_request **")
-        check(lib.rq_request_new(_cstring(url, "url", InvalidURLError), out), f"invalid URL {url!r}")
+        code = lib.rq_request_new(_cstring(url, "url", InvalidURLError), out)
+        if code:
+            raise_result(code, f"invalid URL {url!r}")
         self._handle = out[0]
-        self._address = _address(self._handle)
-        self._finalizer = weakref.finalize(self, _free_request, self._handle, _pid)
-        self._finalizer.atexit = False
-        self._token = next(_tokens)
-        self._queue: Optional[_QueueBase] = None
-        self._response: Optional[Response] = None
-        self._error: Optional[BaseException] = None
-        self._callback_error: Optional[BaseException] = None
-        self._settled = False
+        self._owner = _pid
         self._waiters: List["asyncio.Future[None]"] = []
         self._challenges: List[AuthChallenge] = []
         self._on_complete = on_complete
@@ -472,14 +481,9 @@ class Request:
         self._on_download_progress = on_download_progress
         self._on_auth = on_auth
         self._on_body = on_body
-        # stream=True: pieces not yet handed out by iter_bytes()/aiter_bytes(), their total size,
-        # the size of the current attempt's body so far, and the bytes of it already handed out.
         self._stream = bool(stream)
+        # stream=True: the pieces not yet handed out by iter_bytes()/aiter_bytes().
         self._chunks: Deque[Any] = collections.deque()  # bytes, and _RESTART markers
-        self._buffered = 0
-        self._attempt_bytes = 0
-        self._handed_out = 0
-        self._iterating = 0
         self._chunk_waiters: List["asyncio.Future[None]"] = []
 
         self.url = url
@@ -515,12 +519,14 @@ class Request:
         #: The body as bytes (None when there is none).
         self.body: Optional[bytes] = body
 
-        for setter, value, name in ((lib.rq_request_set_timeout, timeout, "timeout"),
-                                    (lib.rq_request_set_connect_timeout, connect_timeout, "connect_timeout"),
-                                    (lib.rq_request_set_idle_timeout, idle_timeout, "idle_timeout"),
-                                    (lib.rq_request_set_retry_delay, retry_delay, "retry_delay")):
-            if value is not None:
-                self._call(setter, self._seconds(value, name), what=f"{name}={value!r}")
+        if timeout is not None or connect_timeout is not None or idle_timeout is not None \
+                or retry_delay is not None:
+            for setter, value, name in ((lib.rq_request_set_timeout, timeout, "timeout"),
+                                        (lib.rq_request_set_connect_timeout, connect_timeout, "connect_timeout"),
+                                        (lib.rq_request_set_idle_timeout, idle_timeout, "idle_timeout"),
+                                        (lib.rq_request_set_retry_delay, retry_delay, "retry_delay")):
+                if value is not None:
+                    self._call(setter, self._seconds(value, name), what=f"{name}={value!r}")
         if auth is not None:
             if not (isinstance(auth, tuple) and len(auth) == 2):
                 raise TypeError("auth must be a (user, password) tuple")
@@ -558,9 +564,10 @@ class Request:
                        what=f"retry_statuses={statuses!r}")
         if retry_non_idempotent:
             self._call(lib.rq_request_set_retry_non_idempotent, 1, what="retry_non_idempotent")
-        level = _parse_priority(priority)
-        if level is not Priority.NORMAL:
-            self._call(lib.rq_request_set_priority, int(level), what=f"priority={priority!r}")
+        if priority is not Priority.NORMAL:  # (the library's default)
+            level = _parse_priority(priority)
+            if level is not Priority.NORMAL:
+                self._call(lib.rq_request_set_priority, int(level), what=f"priority={priority!r}")
         if tag is not None:
             if not isinstance(tag, str):
                 raise TypeError(f"tag must be str, not {type(tag).__name__}")
@@ -577,9 +584,9 @@ class Request:
         if ca_file is not None:
             self._call(lib.rq_request_set_ca_file, _path(ca_file, "ca_file"), what="ca_file")
 
-        sinks = [name for name, given in (("on_body", on_body is not None), ("stream=True", self._stream),
-                                          ("output_file", output_file is not None)) if given]
-        if len(sinks) > 1:
+        if (on_body is not None) + self._stream + (output_file is not None) > 1:
+            sinks = [name for name, given in (("on_body", on_body is not None), ("stream=True", self._stream),
+                                              ("output_file", output_file is not None)) if given]
             raise TypeError(f"the body goes to one place: give only one of {' and '.join(sinks)}")
         if resume and output_file is None:
             raise TypeError("resume=True needs an output_file")
@@ -589,8 +596,8 @@ class Request:
         #: The output file given at construction (None when none).
         self.output_file: Optional[PathInput] = output_file
 
-        self._call(lib.rq_request_set_completion, _completion_cb, ffi.cast("void *", self._token),
-                   ffi.NULL, what="completion")
+        # The handle is the context of the callbacks (see _registry).
+        self._call(lib.rq_request_set_completion, _completion_cb, self._handle, _NULL, what="completion")
         if on_upload_progress is not None:
             self._call(lib.rq_request_set_upload_progress, _upload_cb, what="on_upload_progress")
         if on_download_progress is not None:
@@ -599,6 +606,13 @@ class Request:
             self._call(lib.rq_request_set_auth_handler, _auth_cb, what="on_auth")
         if on_body is not None or self._stream:
             self._call(lib.rq_request_set_body_callback, _body_cb, what="on_body")
+
+    def __del__(self) -> None:
+        # Releases the caller's handle. Never in a forked child for a request of the parent, nor
+        # once the interpreter is exiting (as the interpreter goes away, the module's globals
+        # become None: _pid then no longer matches, so lib is not used).
+        if self._owner == _pid and not _exiting:
+            lib.rq_request_free(self._handle)
 
     # -- construction helpers ----------------------------------------------------------------------
 
@@ -1074,8 +1088,7 @@ class _QueueBase:
         check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
         self._fd = int(fd[0])
         self._lock = threading.RLock()
-        self._live: Dict[int, Request] = {}  # token -> request in flight
-        self._by_handle: Dict[int, Request] = {}  # handle address -> request in flight
+        self._live: Dict[Any, Request] = {}  # handle -> request in flight
         # Callback exceptions not yet raised to anyone, with the request whose callback raised.
         self._errors: List[Tuple[Request, BaseException]] = []
         self._rate_limit: Optional[RateLimit] = None
@@ -1221,11 +1234,11 @@ class _QueueBase:
         else:
             self._check(lib.rq_queue_snapshot_tag(self._q("snapshot"), _tag(tag), array, count), "snapshot")
         try:
-            handles = [_address(array[0][i]) for i in range(count[0])]
+            handles = [array[0][i] for i in range(count[0])]
         finally:
             lib.rq_snapshot_free(array[0])
         with self._lock:
-            return [self._by_handle[h] for h in handles if h in self._by_handle]
+            return [self._live[h] for h in handles if h in self._live]
 
     def fileno(self) -> int:
         """A descriptor readable exactly while callbacks are pending (for select/poll)."""
@@ -1253,15 +1266,14 @@ class _QueueBase:
             if req._queue is not None:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
             req._queue = self
-            self._live[req._token] = req
-            self._by_handle[req._address] = req
-            _registry[req._token] = req
-            code = lib.rq_add(ptr, req._handle)
+            handle = req._handle
+            self._live[handle] = req
+            _registry[handle] = req
+            code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
-                del self._live[req._token]
-                del self._by_handle[req._address]
-                _registry.pop(req._token, None)
+                del self._live[handle]
+                _registry.pop(handle, None)
                 self._check(code, f"add {req!r}")
             if len(self._live) == 1:
                 self._became_busy()
@@ -1301,8 +1313,7 @@ class _QueueBase:
 
     def _finished(self, request: Request) -> None:
         with self._lock:
-            self._live.pop(request._token, None)
-            self._by_handle.pop(request._address, None)
+            self._live.pop(request._handle, None)
             idle = not self._live
         if idle:
             self._became_idle()
@@ -1360,10 +1371,7 @@ class _QueueBase:
         self._closed = True
         self._finalizer.detach()
         _open_queues.discard(self)
-        for request in list(self._live.values()):
-            request._finalizer.detach()
         self._live.clear()
-        self._by_handle.clear()
 
     def __repr__(self) -> str:
         if self._closed:

@@ -152,6 +152,15 @@ class Headers(Mapping[str, str]):
 _CHARSET = re.compile(r"charset\s*=\s*\"?([\w.:-]+)", re.IGNORECASE)
 
 
+def _built(cls: Any, fields: Dict[str, Any]) -> Any:
+    """An instance of the frozen dataclass `cls` holding `fields` (every field of it, by name),
+    equal to ``cls(**fields)`` but made without running its ``__init__``, which sets the fields one
+    by one: the completion of every request builds a Response and its Metrics this way."""
+    instance = object.__new__(cls)
+    instance.__dict__.update(fields)
+    return instance
+
+
 @dataclass(frozen=True)
 class Response:
     """What the server answered, copied out of the library (it stays valid forever).
