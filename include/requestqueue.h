@@ -68,13 +68,16 @@
  *   `rq_queue_dispatch`).
  * - Each queue runs its transfers on an internal thread of its own. Callbacks never run on that
  *   thread; how they are delivered is chosen per queue when it is created:
- *     RQ_DELIVERY_THREADED: callbacks run on the library's internal delivery threads (a serial
- *       queue per queue: one callback at a time, in the order they were produced, never two at
- *       once; which pool thread runs a given callback may vary).
+ *     RQ_DELIVERY_THREADED: callbacks run on the queue's delivery thread (one per queue, started
+ *       by `rq_queue_new`): one callback at a time, in the order they were produced.
  *     RQ_DELIVERY_DISPATCH: callbacks wait until the host calls `rq_queue_dispatch` (or
  *       `rq_queue_wait_idle`) and then run on the host's calling thread, one at a time, in order.
- *       `rq_queue_get_fd` gives a file descriptor that is readable exactly while callbacks are
- *       pending, for poll/epoll/select, Python's asyncio (`loop.add_reader`) or Ruby's `IO.select`.
+ *       `rq_queue_get_fd` gives a file descriptor that is readable while callbacks are ready to
+ *       run, for poll/epoll/select, Python's asyncio (`loop.add_reader`) or Ruby's `IO.select`.
+ * - Batching: under load, the engine thread hands the events it produces (completions, progress,
+ *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
+ *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
+ *   do, and at the latest after 64 events or 1 ms. An idle queue thus delivers at once.
  * - A request's callbacks all receive the same `context` pointer, given with
  *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`
@@ -262,7 +265,7 @@ typedef void (*rq_context_free_fn)(void *context);
  * =================================================================================================== */
 
 typedef enum rq_delivery {
-    /** Callbacks on internal delivery threads, one at a time per queue, in order. */
+    /** Callbacks on the queue's delivery thread, one at a time, in order. */
     RQ_DELIVERY_THREADED = 0,
     /** Callbacks on the host's thread inside `rq_queue_dispatch` / `rq_queue_wait_idle`. */
     RQ_DELIVERY_DISPATCH = 1
@@ -425,7 +428,8 @@ RQ_API void rq_snapshot_free(rq_request **requests);
  *  RQ_OUTCOME_CANCELLED. The queue itself stays usable. */
 RQ_API rq_result rq_queue_cancel_all(rq_queue *queue);
 
-/** Dispatch mode: writes a file descriptor that is readable exactly while callbacks are pending.
+/** Dispatch mode: writes a file descriptor that is readable while callbacks are ready to run (see
+ *  "Batching" above: the engine may hold a batch back for at most 1 ms).
  *  It belongs to the queue (do not read, write or close it) and is valid until `rq_queue_free`.
  *  Errors: RQ_ERR_WRONG_DELIVERY for a threaded queue. */
 RQ_API rq_result rq_queue_get_fd(rq_queue *queue, int *out_fd);

@@ -55,8 +55,11 @@ final class Engine: @unchecked Sendable {
     func send(_ command: Command) {
         inboxLock.withLock { inbox.append(command) }
         // The engine thread reads its inbox before it waits again: only other threads wake it.
-        if pthread_equal(pthread_self(), thread) == 0 { curl_multi_wakeup(multi) }
+        if !isCurrentThread { curl_multi_wakeup(multi) }
     }
+
+    /// Whether the caller runs on this engine's thread.
+    var isCurrentThread: Bool { pthread_equal(pthread_self(), thread) != 0 }
 
     /// Stops the thread after dropping every transfer; returns once it has ended.
     func shutdown() {
@@ -81,6 +84,7 @@ final class Engine: @unchecked Sendable {
                 case let .wake(at):
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
+                    queue.signalOwedEvents()
                     while let transfer = running.last { recycle(transfer) }
                     timers.removeAll()
                     pool.removeAll()
@@ -114,6 +118,16 @@ final class Engine: @unchecked Sendable {
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
             if inboxLock.withLock({ !inbox.isEmpty }) { continue }
+            if queue.eventsOwed > 0 {
+                // Events this thread posted wait for the delivery: deliver them in batches while
+                // more work is ready, and before this thread blocks.
+                var ready: Int32 = 0
+                if !queue.eventsOwedAreDue(now: now) {
+                    curl_multi_poll(multi, nil, 0, 0, &ready)
+                }
+                if ready > 0 { continue }
+                queue.signalOwedEvents()
+            }
             curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
         }
     }

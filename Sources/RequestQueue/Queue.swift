@@ -1,6 +1,5 @@
 import CCurl
 import CRequestQueueAPI
-import Dispatch
 import Glibc
 import RequestQueueCore
 
@@ -69,27 +68,30 @@ final class Queue: @unchecked Sendable {
     /// Events posted and not yet finished running.
     private var undelivered = 0
     /// Events waiting to run: for `dispatch` in dispatch mode (the descriptor is readable while
-    /// there are), for the delivery queue's job in threaded mode.
+    /// there are), for the delivery thread in threaded mode.
     private var pending = RingDeque<Event>()
-    private var drainScheduled = false
+    /// Engine thread only: events it posted without telling the delivery yet, and since when.
+    /// It tells it once per batch: when it has nothing else to do, or after 64 events or 1 ms.
+    private(set) var eventsOwed = 0
+    private var eventsOwedSince = 0.0
     let eventFD: Int32
+    /// Dispatch mode: whether `eventFD` was written and not read since.
+    private var eventFDSignalled = false
     private let dispatchLock = Monitor()
-    /// Threaded mode: the serial queue that runs the callbacks.
-    private let deliveryQueue: DispatchQueue?
+    /// Threaded mode: the thread that runs the callbacks, waiting on `deliveryWake` when idle.
+    private var deliveryThread: pthread_t?
+    private let deliveryWake: Monitor.Condition
+    private var deliveryWaiting = false
+    private var deliveryStopping = false
     /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
     private var engine: Engine!
 
     init?(threaded: Bool, kind: Kind) {
         self.kind = kind
         self.threaded = threaded
-        if threaded {
-            eventFD = -1
-            deliveryQueue = DispatchQueue(label: "requestqueue.delivery")
-        } else {
-            eventFD = ccurl_eventfd()
-            deliveryQueue = nil
-            if eventFD < 0 { return nil }
-        }
+        deliveryWake = Monitor.Condition(monitor)
+        eventFD = threaded ? -1 : ccurl_eventfd()
+        if !threaded, eventFD < 0 { return nil }
         if kind == .standalone {
             scheduler.maxConcurrent = 0
             setDuplicatesLocked(.allow)
@@ -99,6 +101,13 @@ final class Queue: @unchecked Sendable {
             return nil
         }
         self.engine = engine
+        if threaded {
+            guard let thread = startThread({ [self] in deliveryLoop() }) else {
+                engine.shutdown()
+                return nil
+            }
+            deliveryThread = thread
+        }
         handle = HandleTable.shared.register(self, kind: .queue)
     }
 
@@ -498,30 +507,62 @@ final class Queue: @unchecked Sendable {
     private func postLocked(_ event: Event) {
         undelivered += 1
         pending.pushBack(event)
-        if let deliveryQueue {
-            // One delivery job runs everything posted until the line is empty: one wakeup per
-            // batch, not per event.
-            if !drainScheduled {
-                drainScheduled = true
-                deliveryQueue.async { self.drain() }
-            }
-        } else if pending.count == 1 {
+        if engine.isCurrentThread {
+            if eventsOwed == 0 { eventsOwedSince = Clock.now() }
+            eventsOwed += 1
+            if eventsOwed < 64 { return }
+            eventsOwed = 0
+        }
+        signalLocked()
+    }
+
+    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
+    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 }
+
+    /// Engine thread: tells the delivery about the events it posted.
+    func signalOwedEvents() {
+        guard eventsOwed > 0 else { return }
+        eventsOwed = 0
+        monitor.withLock { signalLocked() }
+    }
+
+    /// Wakes whoever runs the pending events: the delivery thread, or the host through the fd.
+    private func signalLocked() {
+        if threaded {
+            if deliveryWaiting { deliveryWake.signal() }
+        } else if !eventFDSignalled, !pending.isEmpty {
+            eventFDSignalled = true
             var one: UInt64 = 1
             _ = write(eventFD, &one, 8)
         }
     }
 
-    /// Threaded mode: runs the pending events in order, on the delivery queue.
-    private func drain() {
+    /// Threaded mode: the delivery thread runs the pending events in order, in batches, until the
+    /// queue is freed.
+    private func deliveryLoop() {
+        var batch = RingDeque<Event>()
+        monitor.lock()
         while true {
-            let next: Event? = monitor.withLock {
-                if let event = pending.popFront() { return event }
-                drainScheduled = false
-                return nil
+            while pending.isEmpty, !deliveryStopping {
+                deliveryWaiting = true
+                deliveryWake.wait()
+                deliveryWaiting = false
             }
-            guard let event = next else { return }
-            run(event)
+            if pending.isEmpty { break }
+            swap(&batch, &pending)
+            monitor.unlock()
+            let count = batch.count
+            while let event = batch.popFront() { run(event) }
+            monitor.lock()
+            delivered(count)
         }
+        monitor.unlock()
+    }
+
+    /// `count` events finished running (monitor held).
+    private func delivered(_ count: Int) {
+        undelivered -= count
+        if undelivered == 0 { monitor.broadcast() }
     }
 
     // MARK: Delivery
@@ -546,15 +587,11 @@ final class Queue: @unchecked Sendable {
             deliverChunk(request, chunk)
         }
         CallbackContext.currentQueue = previous
-        // Before the count drops: whoever waits for it (rq_queue_free, wait_idle) then finds the
-        // request finished.
+        // Before the count drops (`delivered`): whoever waits for it (rq_queue_free, wait_idle)
+        // then finds the request finished.
         if case let .completion(request, _) = event {
             request.lock.withLock { request.finished = true }
             request.releaseHandleIfUnused()
-        }
-        monitor.withLock {
-            undelivered -= 1
-            if undelivered == 0 { monitor.broadcast() }
         }
     }
 
@@ -585,17 +622,20 @@ final class Queue: @unchecked Sendable {
         var ran = 0
         while ran < count {
             let next: Event? = monitor.withLock {
+                if ran > 0 { delivered(1) }
                 let event = pending.popFront()
-                if event != nil, pending.isEmpty {
+                if pending.isEmpty, eventFDSignalled {
+                    eventFDSignalled = false
                     var value: UInt64 = 0
                     _ = read(eventFD, &value, 8)
                 }
                 return event
             }
-            guard let event = next else { break }
+            guard let event = next else { return ran }
             run(event)
             ran += 1
         }
+        if ran > 0 { monitor.withLock { delivered(1) } }
         return ran
     }
 
@@ -633,7 +673,10 @@ final class Queue: @unchecked Sendable {
         if threaded {
             monitor.withLock {
                 while undelivered > 0 { _ = monitor.wait(until: nil) }
+                deliveryStopping = true
+                deliveryWake.signal()
             }
+            if let deliveryThread { pthread_join(deliveryThread, nil) }
         } else {
             while monitor.withLock({ undelivered > 0 }) { _ = dispatch(limit: 0) }
             Glibc.close(eventFD)

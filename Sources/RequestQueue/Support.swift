@@ -47,6 +47,43 @@ final class Monitor: @unchecked Sendable {
     }
 
     func broadcast() { pthread_cond_broadcast(condition) }
+
+    /// A further condition on this monitor's mutex, for one kind of waiter.
+    final class Condition {
+        private let monitor: Monitor
+        private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+        init(_ monitor: Monitor) {
+            self.monitor = monitor
+            pthread_cond_init(condition, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(condition)
+            condition.deallocate()
+        }
+
+        /// Waits for a signal, with the monitor held.
+        func wait() { pthread_cond_wait(condition, monitor.mutex) }
+        func signal() { pthread_cond_signal(condition) }
+    }
+}
+
+/// Starts a joinable thread running `body`; nil when the system refuses.
+func startThread(_ body: @escaping () -> Void) -> pthread_t? {
+    final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
+    let created = pthread_create(&thread, nil, { box in
+        guard let box else { return nil }
+        Unmanaged<Box>.fromOpaque(box).takeRetainedValue().body()
+        return nil
+    }, box)
+    if created != 0 {
+        Unmanaged<Box>.fromOpaque(box).release()
+        return nil
+    }
+    return thread
 }
 
 /// A plain pthread mutex, for state that is never waited on.
