@@ -423,9 +423,11 @@ class Request:
     _error: Optional[BaseException] = None
     _callback_error: Optional[BaseException] = None
     _settled = False
-    # stream=True: the total size of the pieces not yet handed out by iter_bytes()/aiter_bytes(),
-    # the size of the current attempt's body so far, the bytes of it already handed out, and the
-    # number of iterators reading it.
+    _challenges: Tuple[AuthChallenge, ...] = ()  # kept alive until completion, for a later answer
+    # stream=True (with _chunks, the pieces not yet handed out by iter_bytes()/aiter_bytes(), and
+    # _chunk_waiters, the futures of aiter_bytes() waiting for one, made in __init__): the total size
+    # of those pieces, the size of the current attempt's body so far, the bytes of it already handed
+    # out, and the number of iterators reading it.
     _buffered = 0
     _attempt_bytes = 0
     _handed_out = 0
@@ -475,16 +477,15 @@ class Request:
         self._handle = out[0]
         self._owner = _pid
         self._waiters: List["asyncio.Future[None]"] = []
-        self._challenges: List[AuthChallenge] = []
         self._on_complete = on_complete
         self._on_upload_progress = on_upload_progress
         self._on_download_progress = on_download_progress
         self._on_auth = on_auth
         self._on_body = on_body
         self._stream = bool(stream)
-        # stream=True: the pieces not yet handed out by iter_bytes()/aiter_bytes().
-        self._chunks: Deque[Any] = collections.deque()  # bytes, and _RESTART markers
-        self._chunk_waiters: List["asyncio.Future[None]"] = []
+        if self._stream:
+            self._chunks: Deque[Any] = collections.deque()
+            self._chunk_waiters: List["asyncio.Future[None]"] = []
 
         self.url = url
         self.method = method
@@ -942,7 +943,7 @@ class Request:
         if self._on_auth is None or not self._user_callbacks_allowed():
             challenge.cancel()
             return
-        self._challenges.append(challenge)  # keeps it for a later answer
+        self._challenges += (challenge,)  # keeps it for a later answer
         try:
             answer = self._on_auth(self, challenge)
             if answer is not None:
@@ -971,7 +972,7 @@ class Request:
                 response.message or response.outcome.name.lower(), self, response)
         self._error = error
         self._response = response
-        self._challenges.clear()
+        self._challenges = ()
         if self._on_complete is not None and not _exiting:
             try:
                 self._on_complete(self)
@@ -983,7 +984,8 @@ class Request:
                 if queue is not None:
                     queue._callback_error(self, exc)
         self._settled = True
-        self._wake_chunk_waiters()
+        if self._stream:
+            self._wake_chunk_waiters()
         if queue is not None:
             queue._finished(self)
 
