@@ -1329,6 +1329,8 @@ class _QueueBase:
             self._errors = [(r, e) for r, e in self._errors if e is not exc]
 
     def _take_error(self) -> Optional[BaseException]:
+        if not self._errors:  # (read without the lock: one added meanwhile is found next time)
+            return None
         with self._lock:
             for index, (request, exc) in enumerate(self._errors):
                 if self._awaited(request):
@@ -1415,6 +1417,10 @@ class Queue(_QueueBase):
         self._cond = threading.Condition(self._lock)
         weakref.finalize(self, os.close, self._wake_r).atexit = False
         weakref.finalize(self, os.close, self._wake_w).atexit = False
+        # Only the thread leading the dispatch polls (see _run_until): one poller serves them all.
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
+        self._poller.register(self._wake_r, select.POLLIN)
 
     def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error
@@ -1503,10 +1509,7 @@ class Queue(_QueueBase):
     def _poll(self, timeout: Optional[float]) -> None:
         if timeout is not None and timeout <= 0:
             return
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        poller.poll(None if timeout is None else max(1, int(timeout * 1000 + 0.999)))
+        self._poller.poll(None if timeout is None else max(1, int(timeout * 1000 + 0.999)))
 
     def _close(self, at_exit: bool = False) -> None:
         if self._closed:
