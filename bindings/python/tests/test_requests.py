@@ -3,6 +3,7 @@ progress, authentication, errors mapped from outcomes, invalid input."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import List
 
@@ -33,6 +34,15 @@ def test_fetch_returns_status_headers_body_url(server, queue):
     assert response.url == server.url("/bytes?n=1000&header=X-Custom:hello%20there")
     assert response.attempts == 1
     assert len(server.requests(path_prefix="/bytes")) == 1
+
+
+def test_responses_are_ordinary_dataclass_instances(server, queue):
+    # The binding builds them without calling __init__: they must still hold every field.
+    response = queue.fetch(server.url("/bytes?n=10"))
+    for value in (response, response.metrics):
+        assert set(vars(value)) == {field.name for field in dataclasses.fields(value)}
+        assert dataclasses.replace(value) == value
+    assert type(response.metrics.bytes_down) is int and type(response.metrics.connection_reused) is bool
 
 
 def test_url_is_the_effective_one_after_redirects(server, queue):

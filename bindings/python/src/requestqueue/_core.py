@@ -211,6 +211,7 @@ def _decode(data: bytes) -> str:
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
 _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
 _NULL = ffi.NULL
+_NORMAL = Priority.NORMAL
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
 
@@ -565,9 +566,9 @@ class Request:
                        what=f"retry_statuses={statuses!r}")
         if retry_non_idempotent:
             self._call(lib.rq_request_set_retry_non_idempotent, 1, what="retry_non_idempotent")
-        if priority is not Priority.NORMAL:  # (the library's default)
+        if priority is not _NORMAL:  # (the library's default)
             level = _parse_priority(priority)
-            if level is not Priority.NORMAL:
+            if level is not _NORMAL:
                 self._call(lib.rq_request_set_priority, int(level), what=f"priority={priority!r}")
         if tag is not None:
             if not isinstance(tag, str):
@@ -598,7 +599,7 @@ class Request:
         self.output_file: Optional[PathInput] = output_file
 
         # The handle is the context of the callbacks (see _registry).
-        self._call(lib.rq_request_set_completion, _completion_cb, self._handle, _NULL, what="completion")
+        check(lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL), "completion")
         if on_upload_progress is not None:
             self._call(lib.rq_request_set_upload_progress, _upload_cb, what="on_upload_progress")
         if on_download_progress is not None:
