@@ -47,7 +47,9 @@ final class HandleTable: @unchecked Sendable {
             guard index < slots.count, slots[index].generation == generation else { return nil }
             return slots[index].object
         }
-        return object as? T
+        // Each kind is one final class: comparing the type is the whole check.
+        guard let object, ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(T.self) else { return nil }
+        return unsafeDowncast(object, to: T.self)
     }
 
     func remove(_ value: UInt) {

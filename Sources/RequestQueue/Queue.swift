@@ -412,6 +412,7 @@ final class Queue: @unchecked Sendable {
                 let header = challenge.response.headerValue("WWW-Authenticate")?.lowercased() ?? ""
                 let scheme: AuthScheme = header.hasPrefix("basic") ? .basic : header.hasPrefix("digest") ? .digest : .any
                 request.authCredentials = (user, password, scheme)
+                request.transferOptions = nil
                 request.generation &+= 1
                 engine.send(.start(request, request.generation))
             case .continueWithout:
@@ -438,8 +439,8 @@ final class Queue: @unchecked Sendable {
 
     private func startStartableLocked() {
         let now = Clock.now()
-        for id in scheduler.takeStartable(now: now) {
-            guard let request = active[id] else { continue }
+        scheduler.takeStartable(now: now) { id in
+            guard let request = active[id] else { return }
             setState(request, .running)
             for follower in request.followers { setState(follower, .running) }
             request.generation &+= 1

@@ -97,6 +97,9 @@ final class Request: @unchecked Sendable {
 
     /// Engine thread only: the transfer running the current attempt.
     var transfer: Transfer?
+    /// The libcurl options of its attempts, made by the first one; reset when the credentials
+    /// change (before the engine is told to start the next attempt).
+    var transferOptions: Transfer.Options?
 
     // Delivery, touched only by the thread delivering this queue's callbacks.
     var completionDelivered = false

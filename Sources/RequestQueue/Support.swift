@@ -145,8 +145,8 @@ final class ByteBuffer: @unchecked Sendable {
         if size == 0 { return true }
         let needed = count + size
         if needed > capacity {
-            var newCapacity = Swift.max(capacity * 2, 4096)
-            while newCapacity < needed { newCapacity *= 2 }
+            // The first piece is often the whole body: take its size, then double.
+            let newCapacity = Swift.max(capacity * 2, needed)
             guard let grown = realloc(base, newCapacity) else { return false }
             base = grown.assumingMemoryBound(to: UInt8.self)
             capacity = newCapacity

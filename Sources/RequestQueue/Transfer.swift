@@ -56,21 +56,29 @@ final class Transfer {
     private var rangeError: String?
 
     /// The options of a request that stay on the handle between attempts. Two attempts with equal
-    /// options share the handle's settings; different ones reset it.
-    private struct Options: Equatable {
-        var method: String
-        var sendsBody: Bool
-        var maxRedirects: Int
-        var maxResponseSize: UInt64
-        var caFile: CString?
-        var https: Bool
-        var streamsBody: Bool
-        var progress: Bool
-        var timeout: Double
-        var connectTimeout: Double
-        var user: CString?
-        var password: CString?
-        var auth: UInt
+    /// options share the handle's settings; different ones reset it. Made once per request (and
+    /// again after its credentials change: see `Request.transferOptions`).
+    final class Options: Equatable {
+        let method: String
+        let sendsBody: Bool
+        let maxRedirects: Int
+        let maxResponseSize: UInt64
+        let caFile: CString?
+        let https: Bool
+        let streamsBody: Bool
+        let progress: Bool
+        let timeout: Double
+        let connectTimeout: Double
+        let user: CString?
+        let password: CString?
+        let auth: UInt
+
+        static func == (a: Options, b: Options) -> Bool {
+            a === b || (a.method == b.method && a.sendsBody == b.sendsBody && a.maxRedirects == b.maxRedirects
+                && a.maxResponseSize == b.maxResponseSize && a.caFile == b.caFile && a.https == b.https
+                && a.streamsBody == b.streamsBody && a.progress == b.progress && a.timeout == b.timeout
+                && a.connectTimeout == b.connectTimeout && a.user == b.user && a.password == b.password && a.auth == b.auth)
+        }
 
         init(_ r: Request) {
             method = r.method
@@ -96,6 +104,8 @@ final class Transfer {
                 password = r.password ?? [0]
                 auth = ccurl_auth_basic
             } else {
+                user = nil
+                password = nil
                 auth = 0
             }
         }
@@ -161,13 +171,14 @@ final class Transfer {
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
-            return Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().bodyData(data, size * count)
+            return Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef { $0.bodyData(data, size * count) }
         })
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
-            let accepted = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-                .headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
+            let accepted = Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+                $0.headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
+            }
             return accepted ? size * count : 0
         })
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
@@ -189,7 +200,8 @@ final class Transfer {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
         }
-        let wanted = Options(r)
+        let wanted = r.transferOptions ?? Options(r)
+        r.transferOptions = wanted
         if options != wanted {
             if options != nil {
                 curl_easy_reset(easy)

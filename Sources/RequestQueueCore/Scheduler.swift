@@ -76,14 +76,19 @@ public struct Scheduler<Key: Hashable> {
     /// Maximum number of running requests; 0 means unlimited.
     public var maxConcurrent: Int = 2
     /// Maximum number of running requests per origin; 0 means unlimited.
-    public var maxPerHost: Int = 0
+    public var maxPerHost: Int = 0 {
+        didSet { countOriginsIfTurnedOn(wasOn: oldValue > 0 || rateLimit?.perHost == true) }
+    }
     public var order: QueueOrder = .fifo
     /// When true, adding a request removes every earlier request with an equal key.
     public var cancelsEarlierDuplicates = true
     public private(set) var isSuspended = false
     /// Limits how often requests start; nil for no limit. Setting it refills every bucket.
     public var rateLimit: RateLimit? {
-        didSet { buckets = [:] }
+        didSet {
+            buckets = [:]
+            countOriginsIfTurnedOn(wasOn: maxPerHost > 0 || oldValue?.perHost == true)
+        }
     }
 
     private struct Entry {
@@ -102,6 +107,7 @@ public struct Scheduler<Key: Hashable> {
     /// The running requests with the sequence number of their start.
     private var running: [UInt64: (sequence: UInt64, entry: Entry)] = [:]
     private var startSequence: UInt64 = 0
+    /// Running requests per origin, counted only while origins matter (`usesOrigins`).
     private var runningPerOrigin: [String: Int] = [:]
     /// Live (waiting or running) ids per duplicate key, oldest first.
     private var idsByKey: [Key: [UInt64]] = [:]
@@ -126,6 +132,7 @@ public struct Scheduler<Key: Hashable> {
     /// The live (waiting or running) ids with an equal key, oldest first.
     public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
 
+    /// Running requests to `origin`, while origins matter (`usesOrigins`).
     public func runningCount(origin: String) -> Int { runningPerOrigin[origin] ?? 0 }
 
     /// Whether origins matter: a per-host limit or a per-host rate limit is on.
@@ -188,7 +195,7 @@ public struct Scheduler<Key: Hashable> {
         if let run = running.removeValue(forKey: id) {
             entry = run.entry
             placement = .running
-            releaseOrigin(entry.origin)
+            if usesOrigins { releaseOrigin(entry.origin) }
         } else if let wait = waiting.removeValue(forKey: id) {
             entry = wait
             placement = .waiting
@@ -220,19 +227,24 @@ public struct Scheduler<Key: Hashable> {
     /// clock) feeds the rate limit. Returns the ids to start, in start order.
     public mutating func takeStartable(now: Double = 0) -> [UInt64] {
         var started: [UInt64] = []
+        takeStartable(now: now) { started.append($0) }
+        return started
+    }
+
+    /// `takeStartable`, calling `start` with each id in start order instead of making a list.
+    public mutating func takeStartable(now: Double = 0, _ start: (UInt64) -> Void) {
         while !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent,
               let id = nextEligible(now: now) {
             guard let entry = waiting.removeValue(forKey: id) else { break }
             startSequence += 1
             running[id] = (startSequence, entry)
-            runningPerOrigin[entry.origin, default: 0] += 1
+            if usesOrigins { runningPerOrigin[entry.origin, default: 0] += 1 }
             if let rateLimit {
                 let bucket = rateLimit.perHost ? entry.origin : ""
                 _ = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)].take(now: now)
             }
-            started.append(id)
+            start(id)
         }
-        return started
     }
 
     /// When a waiting request held back only by the rate limit can start, or nil when none is.
@@ -313,6 +325,13 @@ public struct Scheduler<Key: Hashable> {
             }
         }
         return nil
+    }
+
+    /// Counts the running requests per origin when origins start to matter.
+    private mutating func countOriginsIfTurnedOn(wasOn: Bool) {
+        guard usesOrigins, !wasOn else { return }
+        runningPerOrigin = [:]
+        for (_, run) in running { runningPerOrigin[run.entry.origin, default: 0] += 1 }
     }
 
     private mutating func releaseOrigin(_ origin: String) {

@@ -37,11 +37,12 @@ public enum Validation {
         guard let first = schemeBytes.first, isAlpha(first),
               schemeBytes.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E })
         else { throw .invalidURL }
-        let scheme = String(decoding: schemeBytes, as: UTF8.self).lowercased()
+        let scheme: String? = equalsIgnoringCase(schemeBytes, "http") ? "http"
+            : equalsIgnoringCase(schemeBytes, "https") ? "https" : nil
         guard b.count >= colon + 3, b[colon + 1] == 0x2F, b[colon + 2] == 0x2F else {
-            throw scheme == "http" || scheme == "https" ? .invalidURL : .unsupportedScheme
+            throw scheme != nil ? .invalidURL : .unsupportedScheme
         }
-        guard scheme == "http" || scheme == "https" else { throw .unsupportedScheme }
+        guard let scheme else { throw .unsupportedScheme }
         // authority = from after "//" to the first "/", "?" or "#"
         let authorityStart = colon + 3
         var authorityEnd = authorityStart
@@ -78,8 +79,17 @@ public enum Validation {
             port = portBytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
             guard (1...65535).contains(port) else { throw .invalidURL }
         }
+        let hostString = String(decoding: host, as: UTF8.self)
         return ValidatedURL(string: String(decoding: b, as: UTF8.self), scheme: scheme,
-                            host: String(decoding: host, as: UTF8.self).lowercased(), port: port)
+                            host: host.contains(where: isUpper) ? hostString.lowercased() : hostString, port: port)
+    }
+
+    private static func isUpper(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
+
+    /// Whether ASCII `bytes` equal the lowercase `word`, ignoring case.
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+        bytes.count == word.utf8CodeUnitCount
+            && zip(bytes, UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)).allSatisfy { $0 | 0x20 == $1 }
     }
 
     /// An HTTP method is a token (RFC 9110 tchar), 1 to 64 bytes.
