@@ -42,11 +42,13 @@
  *   not reused within a process (a value could only recur after 2^32 reuses of one internal slot),
  *   so they can serve as keys in a binding's own tables.
  *   `rq_response *` is different: it is a borrowed pointer, valid only during the callback that
- *   received it, and is not checked (NULL is, and gives a neutral value).
+ *   received it (or longer with `rq_response_retain`), and is not checked (NULL is, and gives a
+ *   neutral value).
  * - Ownership. `_new` creates a handle that the caller owns and releases with `_free`. Freeing
  *   NULL is a harmless no-op returning RQ_OK. Strings and buffers passed in are copied before the
  *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
- *   borrowed: valid only during the callback that received them; copy what you keep.
+ *   borrowed: valid only during the callback that received them (or while their response is
+ *   retained, see `rq_response_retain`); copy what you keep.
  * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest). Header values may carry
  *   any byte except NUL, CR and LF.
  * - Times are `double` seconds. Negative, NaN or infinite values are rejected with
@@ -601,8 +603,19 @@ RQ_API rq_result rq_request_get_state(rq_request *request, rq_request_state *out
 RQ_API rq_result rq_request_get_context(rq_request *request, void **out_context);
 
 /* ===================================================================================================
- * Responses (borrowed, valid only during the callback that received them)
+ * Responses (borrowed, valid only during the callback that received them, unless retained)
  * =================================================================================================== */
+
+/** Keeps a response, and every string and buffer it hands out, valid after the callback that
+ *  received it returns, until a matching `rq_response_release`; returns `response`. Retain and
+ *  release may be called from any thread; each retain needs exactly one release. A retained
+ *  response may be read from several threads at once. Bindings use this to copy headers and
+ *  metrics only when asked. NULL gives NULL. */
+RQ_API const rq_response *rq_response_retain(const rq_response *response);
+
+/** Ends one `rq_response_retain`. After the last one, the response and what it handed out are
+ *  gone (unless its callback is still running). NULL is a harmless no-op. */
+RQ_API void rq_response_release(const rq_response *response);
 
 /** The outcome (RQ_OUTCOME_OK ... ). NULL gives RQ_OUTCOME_TRANSPORT. */
 RQ_API rq_outcome rq_response_outcome(const rq_response *response);

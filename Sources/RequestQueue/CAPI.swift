@@ -621,6 +621,17 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     response(pointer).map(\.message)
 }
 
+@c @implementation public func rq_response_retain(_ pointer: OpaquePointer?) -> OpaquePointer? {
+    guard let pointer else { return nil }
+    _ = Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).retain()
+    return pointer
+}
+
+@c @implementation public func rq_response_release(_ pointer: OpaquePointer?) {
+    guard let pointer else { return }
+    Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).release()
+}
+
 @c @implementation public func rq_response_attempts(_ pointer: OpaquePointer?) -> UInt32 { response(pointer)?.attempts ?? 0 }
 
 // MARK: Authentication challenges

@@ -3,8 +3,9 @@ import Synchronization
 import RequestQueueCore
 
 /// What a completion (or an authentication challenge) hands to C: every string and buffer lives
-/// in malloc'ed memory owned by this object, so the pointers given out stay valid while it lives.
-/// The URL and message become C strings on first use, on the thread running the callbacks.
+/// in malloc'ed memory owned by this object, so the pointers given out stay valid while it lives
+/// (during its callback, or while the caller retains it). The URL, the message and the header
+/// fields are made on first use, by whichever thread asks first.
 final class Response: @unchecked Sendable {
     let outcome: Outcome
     let status: Int32
@@ -12,13 +13,17 @@ final class Response: @unchecked Sendable {
     let attempts: UInt32
     let urlString: String
     let messageString: String
-    private var urlC: UnsafeMutablePointer<CChar>?
-    private var messageC: UnsafeMutablePointer<CChar>?
     /// The header lines as received, copied into malloc'ed memory; on first use they are cut in
-    /// place into NUL-terminated names and values, whose offsets `parsed` keeps.
+    /// place into NUL-terminated names and values, whose offsets `made.fields` keeps.
     private let headerStorage: UnsafeMutablePointer<UInt8>?
     private let headerBytes: Int
-    private let parsed = Mutex<[HeaderLines.Field]?>(nil)
+    /// What is made on first use.
+    private struct Made {
+        var fields: [HeaderLines.Field]?
+        var url: UnsafeMutablePointer<CChar>?
+        var message: UnsafeMutablePointer<CChar>?
+    }
+    private let made = Mutex(Made())
     /// Transfer figures for the final progress calls.
     let downloaded: Int64
     let downloadTotal: Int64
@@ -52,8 +57,10 @@ final class Response: @unchecked Sendable {
     }
 
     deinit {
-        free(urlC)
-        free(messageC)
+        made.withLock { made in
+            free(made.url)
+            free(made.message)
+        }
         free(headerStorage)
     }
 
@@ -62,26 +69,26 @@ final class Response: @unchecked Sendable {
     }
 
     var url: UnsafePointer<CChar> {
-        if let urlC { return UnsafePointer(urlC) }
-        let made = mallocCString(Array(urlString.utf8))
-        urlC = made
-        return UnsafePointer(made)
+        made.withLock { made in
+            if made.url == nil { made.url = mallocCString(Array(urlString.utf8)) }
+            return UnsafePointer(made.url!)
+        }
     }
 
     var message: UnsafePointer<CChar> {
-        if let messageC { return UnsafePointer(messageC) }
-        let made = mallocCString(Array(messageString.utf8))
-        messageC = made
-        return UnsafePointer(made)
+        made.withLock { made in
+            if made.message == nil { made.message = mallocCString(Array(messageString.utf8)) }
+            return UnsafePointer(made.message!)
+        }
     }
 
-    /// The headers' fields, cut out of the storage on first use (by whichever thread asks first).
+    /// The headers' fields, cut out of the storage on first use.
     private var fields: [HeaderLines.Field] {
-        parsed.withLock { fields in
-            if let fields { return fields }
-            let made = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
-            fields = made
-            return made
+        made.withLock { made in
+            if made.fields == nil {
+                made.fields = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
+            }
+            return made.fields!
         }
     }
 

@@ -143,6 +143,8 @@ final class Transfer {
         resumeFrom = 0
         fileError = nil
         rangeError = nil
+        // An attempt that ended without a response (aborted) leaves its bytes here.
+        body.removeAll()
         headers.removeAll()
         errorBuffer.pointee = 0
         configure()

@@ -161,6 +161,85 @@ import Testing
         #expect(post.headers["x-one"] == nil && post.headers["authorization"] == nil)
     }
 
+    /// A request cancelled in the middle of its body leaves nothing behind for the next request
+    /// on the same easy handle (one request at a time on one queue).
+    @Test func aCancelledBodyDoesNotLeakIntoTheNextRequest() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let g = uniqueGroup()
+        let stalled = try rec.request(fixture.url("/stall-body?n=2000&s=10&group=\(g)"), tag: "stalled", progress: true)
+        #expect(rq_add(q, stalled) == RQ_OK)
+        let deadline = Date().addingTimeInterval(10)
+        while !rec.progress.contains(where: { $0.tag == "stalled" && $0.done >= 1000 }), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        #expect(rq_cancel(stalled) == RQ_OK)
+        _ = rq_request_free(stalled)
+        #expect(addAndRelease(q, try rec.request(fixture.url("/bytes?n=100&group=\(g)"), tag: "next")) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rec.completion("stalled")?.outcome == RQ_OUTCOME_CANCELLED)
+        let next = try #require(rec.completion("next"))
+        #expect(next.status == 200)
+        #expect(next.body == Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8.cycled(to: 100)))
+    }
+
+    /// rq_response_retain: the response, its strings and its body stay valid after the callback
+    /// returned and the queue was freed, read from two threads at once, until rq_response_release.
+    @Test func aRetainedResponseOutlivesItsCallbackAndItsQueue() throws {
+        final class Kept: @unchecked Sendable {
+            let lock = NSLock()
+            var response: OpaquePointer?
+        }
+        let kept = Kept()
+        let q = try makeQueue()
+        var r: OpaquePointer?
+        try #require(rq_request_new(fixture.url("/bytes?n=300&header=X-Kept:yes"), &r) == RQ_OK)
+        #expect(rq_request_set_completion(r, { context, _, response in
+            let kept = Unmanaged<Kept>.fromOpaque(context!).takeUnretainedValue()
+            kept.lock.lock()
+            kept.response = rq_response_retain(response)
+            kept.lock.unlock()
+        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Kept>.fromOpaque(context!).release() }) == RQ_OK)
+        #expect(addAndRelease(q, r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rq_queue_free(q) == RQ_OK)
+        kept.lock.lock()
+        let response = kept.response
+        kept.lock.unlock()
+        try #require(response != nil)
+        let url = fixture.url("/bytes?n=300&header=X-Kept:yes")
+        let reads = DispatchQueue(label: "reads", attributes: .concurrent)
+        let group = DispatchGroup()
+        let results = NSLock()
+        var seen: [String] = []
+        for _ in 0..<2 {
+            reads.async(group: group) {
+                var size = 0
+                let body = rq_response_body(response, &size)
+                var m = rq_metrics()
+                m.size = MemoryLayout<rq_metrics>.size
+                let line = [
+                    "\(rq_response_status(response)) \(size) \(body.map { $0[299] } ?? 0)",
+                    rq_response_header(response, "x-kept").map { String(cString: $0) } ?? "-",
+                    "\(rq_response_header_count(response) > 2)",
+                    String(cString: rq_response_url(response)),
+                    String(cString: rq_response_error_message(response)),
+                    "\(rq_response_metrics(response, &m) == RQ_OK && m.bytes_down == 300)",
+                ].joined(separator: "|")
+                results.lock()
+                seen.append(line)
+                results.unlock()
+            }
+        }
+        group.wait()
+        let expected = "200 300 \(Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)[299 % 36])|yes|true|\(url)||true"
+        #expect(seen == [expected, expected])
+        #expect(rq_response_retain(nil) == nil)
+        rq_response_release(nil)
+        rq_response_release(response)
+    }
+
     @Test func downloadProgressIsMonotonicAndEndsWithAFinalCall() throws {
         let n = 200_000
         let (c, rec) = try run("/bytes?n=\(n)&rate=800000", progress: true)

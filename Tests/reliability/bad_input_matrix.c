@@ -179,6 +179,10 @@ static void response_rows(void *context, rq_request *request, const rq_response 
     ROWV(rq_response_body, VALID, "a real 16-byte response", "16 pattern bytes",
          rel_is_pattern(rq_response_body(response, &size), 16) && size == 16);
     ROWV(rq_response_url, VALID, "a real response", "non-NULL", rq_response_url(response) != NULL);
+    ROWV(rq_response_retain, VALID, "a real response", "the same pointer", rq_response_retain(response) == response);
+    rq_response_release(response);
+    ROWV(rq_response_release, VALID, "a real response, retained once", "no crash, still readable in its callback",
+         (rq_response_release(rq_response_retain(response)), rq_response_status(response) == 200));
     ROWV(rq_response_error_message, VALID, "a successful response", "\"\"",
          rq_response_error_message(response) != NULL && rq_response_error_message(response)[0] == '\0');
     ROWV(rq_response_outcome, VALID, "a real response", "RQ_OUTCOME_OK", rq_response_outcome(response) == RQ_OUTCOME_OK);
@@ -1042,6 +1046,8 @@ static void rows_responses_and_challenges(void) {
     ROWV(rq_response_header, NULL, "response NULL", "NULL", rq_response_header(NULL, "Content-Type") == NULL);
     ROWV(rq_response_header, NULL, "response and name NULL", "NULL", rq_response_header(NULL, NULL) == NULL);
     ROWV(rq_response_url, NULL, "response NULL", "NULL", rq_response_url(NULL) == NULL);
+    ROWV(rq_response_retain, NULL, "response NULL", "NULL", rq_response_retain(NULL) == NULL);
+    ROWV(rq_response_release, NULL, "response NULL", "no-op", (rq_response_release(NULL), 1));
     ROWV(rq_response_error_message, NULL, "response NULL", "NULL", rq_response_error_message(NULL) == NULL);
     ROWV(rq_response_attempts, NULL, "response NULL", "0", rq_response_attempts(NULL) == 0);
     rq_metrics metrics;
@@ -1226,7 +1232,8 @@ static int read_decls(struct decl *decls, int max) {
 static int only_null_defined(const char *name) {
     static const char *const names[] = {"rq_snapshot_free", "rq_response_outcome", "rq_response_status",
                                         "rq_response_body", "rq_response_header_count", "rq_response_url",
-                                        "rq_response_error_message", "rq_response_attempts"};
+                                        "rq_response_error_message", "rq_response_attempts",
+                                        "rq_response_retain", "rq_response_release"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;
