@@ -18,15 +18,18 @@ final class Request: @unchecked Sendable {
     }
 
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
-    /// before it.
-    let lock = Lock()
+    /// before it, and never while another request's is held: requests share a set of locks.
+    var lock: Lock { Request.locks.lock(for: Int(truncatingIfNeeded: handle >> 34)) }
+    private static let locks = LockStripes(count: 64)
+    /// Set by `register`, before anyone else can see the request.
     private(set) var handle: UInt = 0
 
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
     var headers: [Header] = []
-    var body = ByteBuffer()
+    /// The body to send: a new buffer made by `rq_request_set_body`, never appended to later.
+    var body = ByteBuffer.empty
     var hasBody = false
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
     var sendsBody: Bool { hasBody || method == "POST" || method == "PUT" || method == "PATCH" }

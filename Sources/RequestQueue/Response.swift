@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import RequestQueueCore
 
 /// What a completion (or an authentication challenge) hands to C: every string and buffer lives
@@ -14,16 +13,15 @@ final class Response: @unchecked Sendable {
     let urlString: String
     let messageString: String
     /// The header lines as received, copied into malloc'ed memory; on first use they are cut in
-    /// place into NUL-terminated names and values, whose offsets `made.fields` keeps.
+    /// place into NUL-terminated names and values, whose offsets `fieldsMade` keeps.
     private let headerStorage: UnsafeMutablePointer<UInt8>?
     private let headerBytes: Int
-    /// What is made on first use.
-    private struct Made {
-        var fields: [HeaderLines.Field]?
-        var url: UnsafeMutablePointer<CChar>?
-        var message: UnsafeMutablePointer<CChar>?
-    }
-    private let made = Mutex(Made())
+    /// What is made on first use, under one of the responses' shared locks.
+    private var fieldsMade: [HeaderLines.Field]?
+    private var urlMade: UnsafeMutablePointer<CChar>?
+    private var messageMade: UnsafeMutablePointer<CChar>?
+    private static let locks = LockStripes(count: 64)
+    private var lock: Lock { Response.locks.lock(for: Int(bitPattern: UInt(bitPattern: ObjectIdentifier(self))) >> 6) }
     /// Transfer figures for the final progress calls.
     let downloaded: Int64
     let downloadTotal: Int64
@@ -57,10 +55,8 @@ final class Response: @unchecked Sendable {
     }
 
     deinit {
-        made.withLock { made in
-            free(made.url)
-            free(made.message)
-        }
+        free(urlMade)
+        free(messageMade)
         free(headerStorage)
     }
 
@@ -69,26 +65,26 @@ final class Response: @unchecked Sendable {
     }
 
     var url: UnsafePointer<CChar> {
-        made.withLock { made in
-            if made.url == nil { made.url = mallocCString(Array(urlString.utf8)) }
-            return UnsafePointer(made.url!)
+        lock.withLock {
+            if urlMade == nil { urlMade = mallocCString(Array(urlString.utf8)) }
+            return UnsafePointer(urlMade!)
         }
     }
 
     var message: UnsafePointer<CChar> {
-        made.withLock { made in
-            if made.message == nil { made.message = mallocCString(Array(messageString.utf8)) }
-            return UnsafePointer(made.message!)
+        lock.withLock {
+            if messageMade == nil { messageMade = mallocCString(Array(messageString.utf8)) }
+            return UnsafePointer(messageMade!)
         }
     }
 
     /// The headers' fields, cut out of the storage on first use.
     private var fields: [HeaderLines.Field] {
-        made.withLock { made in
-            if made.fields == nil {
-                made.fields = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
+        lock.withLock {
+            if fieldsMade == nil {
+                fieldsMade = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
             }
-            return made.fields!
+            return fieldsMade!
         }
     }
 

@@ -105,6 +105,16 @@ final class Lock: @unchecked Sendable {
     }
 }
 
+/// A fixed set of locks shared by many small objects (requests, responses), so that each one
+/// needs no mutex of its own. Only for short sections that take no other lock of the same set.
+final class LockStripes: Sendable {
+    private let locks: [Lock]
+
+    init(count: Int) { locks = (0..<count).map { _ in Lock() } }
+
+    func lock(for key: Int) -> Lock { locks[key & (locks.count - 1)] }
+}
+
 enum Clock {
     /// Monotonic time in seconds.
     static func now() -> Double {
@@ -137,6 +147,9 @@ final class ByteBuffer: @unchecked Sendable {
     private var capacity = 0
 
     init() {}
+
+    /// The empty body of a request that sets none (never appended to).
+    static let empty = ByteBuffer()
 
     deinit { free(base) }
 
