@@ -161,6 +161,58 @@ def test_forked_child_does_not_touch_the_parents_queue(server, uid):
     assert_clean(result, "child: closed\nchild exit 0\nparent abc RUNNING\n")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_reads_the_parents_responses_without_the_library(server, uid):
+    result = run_script(server, f"""
+        import requestqueue._core as core
+        class Watched:  # the library, noting which processes read responses
+            def __init__(self, lib):
+                self.lib, self.readers = lib, set()
+            def __getattr__(self, name):
+                if name.startswith("rq_response"):
+                    self.readers.add(os.getpid())
+                return getattr(self.lib, name)
+        core.lib = Watched(core.lib)
+        q = rq.Queue()
+        unread = q.fetch(BASE + "/bytes?n=5&header=X-A:b&id={uid}")
+        partly = q.fetch(BASE + "/redirect/1?id={uid}")
+        partly.headers
+        assert "url" not in vars(unread) and "url" not in vars(partly)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for r in (unread, partly):
+                    print("child", r.status, r.url[len(BASE):], r.headers["content-length"],
+                          r.attempts, r.metrics.bytes_down, repr(r.message), flush=True)
+                print("child read the library:", os.getpid() in core.lib.readers, flush=True)
+            except BaseException as exc:
+                print("child failed", repr(exc), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print("parent", unread.headers["x-a"], partly.body.decode(), flush=True)
+        q.close()
+    """)
+    assert_clean(result, f"child 200 /bytes?n=5&header=X-A:b&id={uid} 5 1 5 ''\n"
+                         f"child 200 /redirect/0?id={uid} 10 1 10 ''\n"
+                         "child read the library: False\n"
+                         "parent b redirected\n")
+
+
+def test_exit_with_unread_responses(server, uid):
+    result = run_script(server, f"""
+        q = rq.Queue(max_concurrent=4, duplicates="allow")
+        kept = [q.add(BASE + f"/bytes?n=10&id={uid}") for _ in range(50)]
+        q.wait()
+        q.close()
+        responses = [r.response for r in kept]
+        cycle = [responses[0]]
+        cycle.append(cycle)  # collected only as the interpreter goes away
+        del cycle
+        print("leaving", sum(r.status for r in responses))
+    """)
+    assert_clean(result, "leaving 10000\n")
+
+
 def test_exit_while_threads_keep_fetching_and_running_callbacks(server, uid):
     result = run_script(server, f"""
         q = rq.Queue(max_concurrent=8)

@@ -37,12 +37,29 @@ def test_fetch_returns_status_headers_body_url(server, queue):
 
 
 def test_responses_are_ordinary_dataclass_instances(server, queue):
-    # The binding builds them without calling __init__: they must still hold every field.
+    # The binding builds them without calling __init__, and a Response reads some fields on first
+    # use: they must still behave as instances holding every field, and once every field has been
+    # read, hold nothing else (the library's response let go).
     response = queue.fetch(server.url("/bytes?n=10"))
+    assert dataclasses.replace(response) == response
     for value in (response, response.metrics):
         assert set(vars(value)) == {field.name for field in dataclasses.fields(value)}
         assert dataclasses.replace(value) == value
     assert type(response.metrics.bytes_down) is int and type(response.metrics.connection_reused) is bool
+
+
+def test_a_response_equals_one_made_from_its_fields(server, queue):
+    response = queue.fetch(server.url("/bytes?n=10&header=X-A:b"))
+    values = {field.name: getattr(response, field.name) for field in dataclasses.fields(rq.Response)}
+    assert [type(v) for v in values.values()] == [str, int, rq.Headers, bytes, rq.Outcome, str, int, rq.Metrics]
+    made = rq.Response(**values)
+    assert made == response and response == made and repr(made) == repr(response)
+    assert dataclasses.asdict(made) == dataclasses.asdict(response)
+    assert dataclasses.astuple(response)[:3] == (values["url"], 200, values["headers"])
+    other = queue.fetch(server.url("/bytes?n=11"))
+    assert other != response and dataclasses.replace(other, body=b"x") != other
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        other.url = "changed"  # type: ignore[misc]
 
 
 def test_url_is_the_effective_one_after_redirects(server, queue):

@@ -11,9 +11,16 @@ Lifetimes
   ``_registry``, which holds the :class:`Request` (and so its callbacks and its queue) from ``add``
   until its completion callback. A context the registry no longer knows is ignored, so no callback
   can reach a freed Python object.
-* A response is borrowed from the library only during its callback: everything in it is copied
-  then (the body, status, URL, outcome and metrics, and the headers as bytes, decoded on first
-  use), so a :class:`Response` stays valid forever.
+* A response is borrowed from the library only during its callback. A completion copies its status,
+  outcome and body, and retains it (``rq_response_retain``): the other fields of the
+  :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
+  ``_lazy_lock``, and kept. It is released once every field has been read, or when the Response is
+  garbage collected (a weakref callback; ``_retained`` maps each weakref to the Response's
+  ``__dict__``), never in a forked child for a response of the parent nor once the interpreter is
+  exiting. Before a ``fork()`` every retained response is read in full and released, so the child
+  never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
+  copies everything at once instead (the retained response would hold a second copy of the body),
+  as does an authentication challenge.
 * A :class:`Request` releases its handle when it is garbage collected (the library keeps a request
   in flight for itself), except in a forked child for a request of the parent and once the
   interpreter is exiting.
@@ -72,6 +79,7 @@ from ._errors import (
     WaitTimeoutError,
     WouldDeadlockError,
 )
+from . import _types
 from ._native import check, ffi, lib, raise_result
 from ._types import (
     DUPLICATES_CODES,
@@ -124,18 +132,34 @@ _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
 
 
+def _before_fork() -> None:
+    # Responses still reading from the library are read in full, so that the child never needs it.
+    _lazy_lock.acquire()
+    _load_all_retained(release=True)
+
+
+def _after_fork_in_parent() -> None:
+    _lazy_lock.release()
+
+
 def _after_fork_in_child() -> None:
     # The library's threads were not copied into this process: the parent's queues and requests
     # must never be handed to the library here (a free would wait for a thread that is gone).
     global _pid
     _pid = os.getpid()
+    _lazy_lock.release()
+    with _lazy_lock:
+        # Only a completion that ran on another thread while the parent was forking can be left: it
+        # is read here (its memory was copied, nobody else reads it) and never released.
+        _load_all_retained(release=False)
     for queue in list(_open_queues):
         queue._abandon()
     _registry.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 @atexit.register
@@ -255,28 +279,129 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
 
 def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
-    size, name, value, metrics_out = _out.all
+    size = _out.all[0]
     body_ptr = lib.rq_response_body(ptr, size)
     length = size[0]
     body = ffi.buffer(body_ptr, length)[:] if length else b""
-    header_at = lib.rq_response_header_at
-    pairs = [(_string(name[0]), _string(value[0])) for index in range(lib.rq_response_header_count(ptr))
-             if header_at(ptr, index, name, value) == 0]
+    outcome_code = lib.rq_response_outcome(ptr)
+    fields = {
+        "status": lib.rq_response_status(ptr),
+        "body": body,
+        # An outcome this binding does not know (a newer library) counts as a transport failure.
+        "outcome": _OUTCOMES.get(outcome_code, Outcome.TRANSPORT),
+    }
+    for name in _LAZY_PARTS:
+        _read_part(ptr, fields, name)
+    return _built(Response, fields)
+
+
+#: A completion whose body is larger than this copies every field at once and lets the library's
+#: response go, rather than keeping it (and a second copy of the body) for the fields not yet read.
+_EAGER_BODY = 64 * 1024
+# The fields a completion leaves in the library until used, one name per read (the metrics bring
+# the attempts with them), and how they are made.
+_LAZY_PARTS = ("headers", "url", "message", "metrics")
+# id(weakref to a Response) -> (that weakref, the Response's __dict__), for every Response made with
+# a retained rq_response (in the __dict__, as "_retained", until released), until it is collected:
+# the weakref's callback releases it. (Keyed by id: a weakref hashes as its Response, which reads
+# every field.)
+_retained: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
+# Held while a retained response is read, and across fork().
+_lazy_lock = threading.Lock()
+_new_ref = weakref.ref
+
+
+def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
+    if name == "headers":
+        _, key, value, _ = _out.all
+        header_at = lib.rq_response_header_at
+        pairs = [(_string(key[0]), _string(value[0])) for index in range(lib.rq_response_header_count(ptr))
+                 if header_at(ptr, index, key, value) == 0]
+        fields["headers"] = Headers._from_bytes(pairs)  # decoded on first use
+    elif name == "url":
+        fields["url"] = _text(lib.rq_response_url(ptr))
+    elif name == "message":
+        fields["message"] = _text(lib.rq_response_error_message(ptr)) if fields["outcome"] else ""
+    else:
+        metrics = _copy_metrics(ptr, _out.all[3])
+        fields["metrics"] = metrics
+        # (The metrics hold the attempts too: one call fewer.)
+        fields["attempts"] = metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr)
+
+
+def _completed_response(ptr: Any) -> Response:
+    """The Response of a completion: status, outcome and body copied now; the other fields read
+    from the retained rq_response on first use (see _load_field)."""
+    size = _out.all[0]
+    body_ptr = lib.rq_response_body(ptr, size)
+    length = size[0]
+    if length > _EAGER_BODY:
+        return _copy_response(ptr)
+    response = object.__new__(Response)
+    fields = response.__dict__
+    fields["status"] = lib.rq_response_status(ptr)
+    fields["body"] = ffi.buffer(body_ptr, length)[:] if length else b""
     outcome_code = lib.rq_response_outcome(ptr)
     # An outcome this binding does not know (a newer library) counts as a transport failure.
-    outcome = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
-    metrics = _copy_metrics(ptr, metrics_out)
-    return _built(Response, {
-        "url": _text(lib.rq_response_url(ptr)),
-        "status": lib.rq_response_status(ptr),
-        "headers": Headers._from_bytes(pairs),  # decoded on first use
-        "body": body,
-        "outcome": outcome,
-        "message": _text(lib.rq_response_error_message(ptr)) if outcome_code else "",
-        # (The metrics hold the attempts too: one call fewer.)
-        "attempts": metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr),
-        "metrics": metrics,
-    })
+    fields["outcome"] = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
+    if not outcome_code:
+        fields["message"] = ""
+    fields["_retained"] = lib.rq_response_retain(ptr)
+    ref = _new_ref(response, _response_collected)
+    _retained[id(ref)] = (ref, fields)
+    return response
+
+
+def _load_field(response: Response, name: str) -> Any:
+    """Reads the field `name` of a Response from its retained rq_response (the reader holds the
+    Response, so it cannot be collected meanwhile); lets the rq_response go once every field has
+    been read. Called by _types._LazyField."""
+    fields = response.__dict__
+    with _lazy_lock:
+        if name not in fields:
+            ptr = fields.get("_retained")
+            if ptr is None:  # not made by a completion (object.__new__ by hand)
+                raise AttributeError(name)
+            _read_part(ptr, fields, "metrics" if name == "attempts" else name)
+            if "headers" in fields and "url" in fields and "message" in fields and "metrics" in fields:
+                del fields["_retained"]
+                _release(ptr)
+    return fields[name]
+
+
+def _load_all_retained(release: bool) -> None:
+    """Reads every field of every Response still holding a retained rq_response (with _lazy_lock
+    held); releases those only with `release`."""
+    for key, (ref, fields) in list(_retained.items()):
+        response = ref()  # held until read, so that it cannot be collected meanwhile
+        ptr = fields.pop("_retained", None)
+        if ptr is not None:
+            if response is not None:
+                for name in _LAZY_PARTS:
+                    if name not in fields:
+                        _read_part(ptr, fields, name)
+            if release:
+                _release(ptr)
+        _retained.pop(key, None)
+
+
+def _response_collected(ref: Any) -> None:
+    # The weakref callback of a Response made by a completion: nobody can be reading it any more.
+    entry = _retained.pop(id(ref), None)
+    if entry is not None:
+        ptr = entry[1].pop("_retained", None)
+        if ptr is not None:
+            _release(ptr)
+
+
+def _release(ptr: Any) -> None:
+    # Not once the interpreter is exiting (lib may be gone). (A forked child holds no response of
+    # the parent: they are released before the fork, or let go unreleased in the child.)
+    if not _exiting:
+        lib.rq_response_release(ptr)
+
+
+_types._load_field = _load_field
 
 
 def _note(exc: BaseException, text: str) -> None:
@@ -962,7 +1087,7 @@ class Request:
     def _complete(self, response_ptr: Any) -> None:
         queue = self._queue
         try:
-            response = _copy_response(response_ptr)
+            response = _completed_response(response_ptr)
         except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
             response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
         error: Optional[BaseException] = None

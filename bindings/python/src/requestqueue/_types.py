@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import json as _json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 __all__ = ["Outcome", "State", "Order", "Duplicates", "Priority", "Headers", "Response", "Progress",
@@ -161,27 +161,72 @@ def _built(cls: Any, fields: Dict[str, Any]) -> Any:
     return instance
 
 
+_NO_DEFAULT: Any = object()
+
+
+def _load_field(response: "Response", name: str) -> Any:
+    """Reads the field `name` of a Response from the library response it still holds, keeps it in
+    the instance and returns it. Replaced by the binding (_core); a Response without a library
+    response behind it has no such attribute."""
+    raise AttributeError(name)
+
+
+class _LazyField:
+    """A field of :class:`Response` that a completion does not copy: read from the library on first
+    use (``_load_field``), then kept in the instance's ``__dict__``, which, this being a non-data
+    descriptor, takes precedence from then on (and is where ``__init__`` puts every field of a
+    Response made by the caller). On the class, it gives the field's default or, for a field
+    without one, raises AttributeError, as ``dataclasses`` expects of a descriptor-typed field."""
+
+    __slots__ = ("name", "default")
+
+    def __init__(self, default: Any = _NO_DEFAULT) -> None:
+        self.name = ""
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            if self.default is _NO_DEFAULT:
+                raise AttributeError(self.name)
+            return self.default
+        return _load_field(instance, self.name)
+
+
 @dataclass(frozen=True)
 class Response:
-    """What the server answered, copied out of the library (it stays valid forever).
+    """What the server answered. It stays valid forever, from any thread, whatever becomes of its
+    request and queue.
+
+    A completion copies the status, the outcome and the body; the other fields (the URL, the
+    headers, the message, the attempts, the metrics) are read from the library the first time they
+    are used and kept from then on (the library keeps its response until every field has been read
+    or the Response is garbage collected). A Response behaves as an ordinary frozen dataclass
+    (``dataclasses.fields``, ``replace``, ``asdict``, ``==``, ``copy``, ``pickle``).
 
     For a failure without any response (connection refused, cancelled before starting) ``status``
     is 0 and ``body`` empty.
     """
 
     #: The effective URL: the last one fetched, after redirects.
-    url: str
+    url: str = _LazyField()  # type: ignore[assignment]
     #: The HTTP status of the last response received, or 0 when none was received.
     status: int
-    headers: Headers
+    headers: Headers = _LazyField()  # type: ignore[assignment]
     body: bytes
     outcome: Outcome
     #: The library's description of a failure ("" on success).
-    message: str
+    message: str = _LazyField()  # type: ignore[assignment]
     #: The number of attempts made (1 without retries; 0 when cancelled before starting).
-    attempts: int
+    attempts: int = _LazyField()  # type: ignore[assignment]
     #: Timings and byte counts of the request (None only if the library could not report them).
-    metrics: Optional["Metrics"] = None
+    metrics: Optional["Metrics"] = _LazyField(None)  # type: ignore[assignment]
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Every field, read now: a copy or a pickle never shares (or carries) the library response.
+        return {name: getattr(self, name) for name in _RESPONSE_FIELDS}
 
     @property
     def ok(self) -> bool:
@@ -208,6 +253,9 @@ class Response:
     def __repr__(self) -> str:
         return (f"<Response {self.status} {self.outcome.name} {self.url} "
                 f"({len(self.body)} bytes)>")
+
+
+_RESPONSE_FIELDS = tuple(field.name for field in fields(Response))
 
 
 @dataclass(frozen=True)
