@@ -41,7 +41,7 @@ final class HandleTable: @unchecked Sendable {
     func lookup<T: AnyObject>(_ pointer: OpaquePointer?, kind: HandleKind, as type: T.Type) -> T? {
         let value = UInt(bitPattern: pointer)
         guard value & 3 == kind.rawValue else { return nil }
-        let index = Int(value >> 34)
+        let index = HandleTable.slot(of: value)
         let generation = UInt32(truncatingIfNeeded: value >> 2)
         let object: AnyObject? = lock.withLock {
             guard index < slots.count, slots[index].generation == generation else { return nil }
@@ -53,7 +53,7 @@ final class HandleTable: @unchecked Sendable {
     }
 
     func remove(_ value: UInt) {
-        let index = Int(value >> 34)
+        let index = HandleTable.slot(of: value)
         let generation = UInt32(truncatingIfNeeded: value >> 2)
         lock.withLock {
             guard index < slots.count, slots[index].generation == generation, slots[index].object != nil else { return }
@@ -63,4 +63,7 @@ final class HandleTable: @unchecked Sendable {
     }
 
     static func pointer(_ value: UInt) -> OpaquePointer? { OpaquePointer(bitPattern: value) }
+
+    /// The slot of a handle value: small, and reused only after the handle was removed.
+    static func slot(of value: UInt) -> Int { Int(value >> 34) }
 }

@@ -56,9 +56,9 @@ final class Queue: @unchecked Sendable {
     let monitor = Monitor()
     private var scheduler = Scheduler<DuplicateKey>()
     /// The requests in the scheduler (waiting or running), by id.
-    private var active: [UInt64: Request] = [:]
+    private var active = SlotMap<Request>()
     /// Coalesced requests sharing a leader's transfer, by id; and the leaders detached from them.
-    private var followers: [UInt64: Request] = [:]
+    private var followers = SlotMap<Request>()
     private var detachedCount = 0
     private var duplicatesMode = Duplicates.cancelEarlier
     private(set) var stats = Stats()
@@ -204,7 +204,7 @@ final class Queue: @unchecked Sendable {
         monitor.withLock {
             guard request.queue === self else { return RQ_ERR_NOT_ACTIVE }
             request.lock.withLock { request.priority = priority }
-            if request.leader == nil { scheduler.setPriority(UInt64(request.handle), priority) }
+            if request.leader == nil { scheduler.setPriority(request.id, priority) }
             startStartableLocked()
             return RQ_OK
         }
@@ -229,7 +229,7 @@ final class Queue: @unchecked Sendable {
                 }
                 return RQ_ERR_QUEUE_CLOSED
             }
-            let id = UInt64(request.handle)
+            let id = request.id
             stats.added += 1
             let key = duplicatesMode == .allow ? nil : request.duplicateKey
             if duplicatesMode == .coalesce, let key, ["GET", "HEAD", "OPTIONS"].contains(request.method),
@@ -299,7 +299,7 @@ final class Queue: @unchecked Sendable {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancelLocked(_ request: Request, message: String) -> Bool {
-        let id = UInt64(request.handle)
+        let id = request.id
         let cancelled = Response.cancelled(url: request.url.string, attempts: request.attempts, message: message)
         if let leader = request.leader, followers[id] != nil {
             followers[id] = nil
@@ -465,7 +465,7 @@ final class Queue: @unchecked Sendable {
 
     /// Produces the one completion of a request; the caller then starts what can start.
     private func completeLocked(_ request: Request, _ response: Response, stopTransfer: Bool) {
-        let id = UInt64(request.handle)
+        let id = request.id
         guard request.state != .completed else { return }
         let placement = scheduler.remove(id)
         active[id] = nil
@@ -480,13 +480,14 @@ final class Queue: @unchecked Sendable {
         if request.detached {
             request.lock.withLock { request.detached = false }
             detachedCount -= 1
+            request.releaseHandleIfUnused()
         } else {
             tally(response)
             postLocked(.completion(request, response))
         }
         // Coalesced requests get the same result.
         for follower in request.followers {
-            followers[UInt64(follower.handle)] = nil
+            followers[follower.id] = nil
             follower.leader = nil
             setState(follower, .completed)
             tally(response)

@@ -19,10 +19,13 @@ final class Request: @unchecked Sendable {
 
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
     /// before it, and never while another request's is held: requests share a set of locks.
-    var lock: Lock { Request.locks.lock(for: Int(truncatingIfNeeded: handle >> 34)) }
+    var lock: Lock { Request.locks.lock(for: HandleTable.slot(of: handle)) }
     private static let locks = LockStripes(count: 64)
     /// Set by `register`, before anyone else can see the request.
     private(set) var handle: UInt = 0
+    /// The request's id in its queue: the slot of its handle (small, reused only once the
+    /// request is gone).
+    var id: UInt64 { UInt64(HandleTable.slot(of: handle)) }
 
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
@@ -127,9 +130,11 @@ final class Request: @unchecked Sendable {
     }
 
     /// Releases the handle once nobody can use it any more: the caller freed it and the request
-    /// is not in flight.
+    /// is not in flight. (A leader detached by its cancel got its completion while its transfer
+    /// goes on for its followers: its slot, which is its id in the queue, stays taken until it
+    /// completes too.)
     func releaseHandleIfUnused() {
-        let release = lock.withLock { !callerHolds && (state == .new || finished) }
+        let release = lock.withLock { !callerHolds && (state == .new || (finished && state == .completed)) }
         if release { HandleTable.shared.remove(handle) }
     }
 

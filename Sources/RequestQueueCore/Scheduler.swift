@@ -64,7 +64,8 @@ public struct TokenBucket: Sendable {
 
 /// The queue's decisions, without I/O: which requests wait, which run, which start next (by
 /// priority, then FIFO or LIFO, within the global and per-host limits and the rate limit), and
-/// which earlier duplicates a new request replaces. Requests are identified by unique integer ids;
+/// which earlier duplicates a new request replaces. Requests are identified by integer ids, unique
+/// among those present and small (slot numbers: the scheduler indexes arrays with them);
 /// `Key` is the duplicate-equality key of a request, `origin` the scheme://host:port it goes to.
 ///
 /// Every mutation returns what the caller must act on (ids to start, ids cancelled as duplicates);
@@ -102,10 +103,10 @@ public struct Scheduler<Key: Hashable> {
     /// of its insertion. Removed ids stay behind as tombstones (skipped, then compacted), so that
     /// removing a waiting request costs O(1); the ticket tells a tombstone from a later insertion.
     private var levels = [RingDeque<(id: UInt64, ticket: UInt64)>](repeating: RingDeque(), count: 5)
-    private var waiting: [UInt64: Entry] = [:]
+    private var waiting = SlotMap<Entry>()
     private var nextTicket: UInt64 = 0
     /// The running requests with the sequence number of their start.
-    private var running: [UInt64: (sequence: UInt64, entry: Entry)] = [:]
+    private var running = SlotMap<(sequence: UInt64, entry: Entry)>()
     private var startSequence: UInt64 = 0
     /// Running requests per origin, counted only while origins matter (`usesOrigins`).
     private var runningPerOrigin: [String: Int] = [:]
@@ -141,9 +142,9 @@ public struct Scheduler<Key: Hashable> {
     /// Sets the origin of every waiting and running request (for requests added while origins did
     /// not matter).
     public mutating func assignOrigins(_ originOf: (UInt64) -> String) {
-        for id in Array(waiting.keys) { waiting[id]?.origin = originOf(id) }
+        for id in waiting.keys { waiting[id]?.origin = originOf(id) }
         runningPerOrigin = [:]
-        for id in Array(running.keys) {
+        for id in running.keys {
             let origin = originOf(id)
             running[id]?.entry.origin = origin
             runningPerOrigin[origin, default: 0] += 1
@@ -213,8 +214,8 @@ public struct Scheduler<Key: Hashable> {
     /// Removes every request; returns the running ones in start order, then the waiting ones.
     public mutating func removeAll() -> [UInt64] {
         let (runningIDs, waitingIDs) = snapshot()
-        running = [:]
-        waiting = [:]
+        running = SlotMap()
+        waiting = SlotMap()
         runningPerOrigin = [:]
         levels = [RingDeque](repeating: RingDeque(), count: levels.count)
         idsByKey = [:]

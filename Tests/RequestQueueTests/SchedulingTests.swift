@@ -194,6 +194,35 @@ import Testing
         for r in [a, b] { _ = rq_request_free(r) }
     }
 
+    /// A cancelled leader whose transfer goes on for its follower keeps its place (its id) in the
+    /// queue even once its caller freed it: requests made right after take other ids.
+    @Test func aFreedDetachedLeaderKeepsItsPlaceUntilItsTransferEnds() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        _ = rq_queue_set_duplicates(q, RQ_DUPLICATES_COALESCE)
+        let rec = Recorder()
+        let url = fixture.url("/delay?s=0.5&group=\(g)&id=shared")
+        let leader = try rec.request(url, tag: "leader")
+        _ = rq_add(q, leader)
+        _ = addAndRelease(q, try rec.request(url, tag: "follower"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        #expect(rq_cancel(leader) == RQ_OK)
+        #expect(rec.waitForCompletions(1))
+        _ = rq_request_free(leader)
+        for i in 0..<8 {
+            _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=\(i + 1)&group=\(g)&id=new\(i)"), tag: "new\(i)"))
+        }
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        #expect(rec.completion("leader")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rec.completion("follower")?.outcome == RQ_OUTCOME_OK)
+        for i in 0..<8 {
+            let c = rec.completions.filter { $0.tag == "new\(i)" }
+            #expect(c.count == 1 && c.first?.outcome == RQ_OUTCOME_OK && c.first?.body.count == i + 1, "new\(i)")
+        }
+        #expect(count(q) == 0)
+    }
+
     // MARK: Retry policy
 
     func run(_ url: String, configure: (OpaquePointer?) -> Void) throws -> Completion {

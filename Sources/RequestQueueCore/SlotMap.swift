@@ -1,0 +1,54 @@
+/// A map from small integer ids to values, kept in an array indexed by id: no hashing, no
+/// rehashing as it grows, and neighbouring ids side by side in memory. For ids that are reused
+/// slot numbers (the library's request slots), so that the largest id stays near the number of
+/// live ones: memory is proportional to the largest id ever stored.
+public struct SlotMap<Value>: Sequence {
+    private var slots: [Value?] = []
+    public private(set) var count = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { count == 0 }
+
+    public subscript(id: UInt64) -> Value? {
+        get { id < UInt64(slots.count) ? slots[Int(id)] : nil }
+        set {
+            if id >= UInt64(slots.count) {
+                guard newValue != nil else { return }
+                precondition(id < UInt64(Int32.max), "SlotMap: id \(id) is not a slot number")
+                slots.append(contentsOf: repeatElement(nil, count: Int(id) + 1 - slots.count))
+            }
+            let index = Int(id)
+            if slots[index] == nil, newValue != nil { count += 1 }
+            if slots[index] != nil, newValue == nil { count -= 1 }
+            slots[index] = newValue
+        }
+    }
+
+    /// Removes the value of `id`; returns it, or nil if there was none.
+    @discardableResult
+    public mutating func removeValue(forKey id: UInt64) -> Value? {
+        guard let old = self[id] else { return nil }
+        self[id] = nil
+        return old
+    }
+
+    /// The ids present, in increasing order.
+    public var keys: [UInt64] { map(\.key) }
+
+    public struct Iterator: IteratorProtocol {
+        fileprivate let slots: [Value?]
+        fileprivate var index = 0
+
+        public mutating func next() -> (key: UInt64, value: Value)? {
+            while index < slots.count {
+                defer { index += 1 }
+                if let value = slots[index] { return (UInt64(index), value) }
+            }
+            return nil
+        }
+    }
+
+    /// The ids and values present, in increasing order of id.
+    public func makeIterator() -> Iterator { Iterator(slots: slots) }
+}
