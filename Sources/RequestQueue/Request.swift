@@ -27,6 +27,40 @@ final class Request: @unchecked Sendable {
     /// request is gone).
     var id: UInt64 { UInt64(HandleTable.slot(of: handle)) }
 
+    // The state first: adding, cancelling and completing touch it, not the configuration below.
+
+    // Lifecycle, under `lock`.
+    var state = RequestState.new
+    var callerHolds = true
+    /// The queue that accepted the request, until it completes (a strong reference: a weak one
+    /// hides the queue from leak checkers).
+    var queue: Queue?
+
+    // Runtime, under the owning queue's monitor.
+    /// Bumped at every new attempt and at completion, so stale engine events are recognised.
+    var generation: UInt64 = 0
+    var attempts = 0
+    var challenge: Challenge?
+    var rejectedCredentials = 0
+    var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
+    /// Coalescing: the request whose transfer this one shares, or the ones sharing this one's.
+    var leader: Request?
+    var followers: [Request] = []
+    /// A leader cancelled by its caller while followers still wait: its own completion was
+    /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
+    var detached = false
+
+    /// Engine thread only: the transfer running the current attempt.
+    var transfer: Transfer?
+    /// The libcurl options of its attempts, made by the first one; reset when the credentials
+    /// change (before the engine is told to start the next attempt).
+    var transferOptions: Transfer.Options?
+
+    // Delivery, touched only by the thread delivering this queue's callbacks.
+    var completionDelivered = false
+    /// Set once the completion callback and the context finalizer have returned (under `lock`).
+    var finished = false
+
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
@@ -79,38 +113,6 @@ final class Request: @unchecked Sendable {
     var firstAttemptAt = 0.0
     /// Whether the body of a 2xx response goes to the callback or the file, not to the response.
     var streamsBody: Bool { bodyCallback != nil || outputPath != nil }
-
-    // Lifecycle, under `lock`.
-    var state = RequestState.new
-    var callerHolds = true
-    /// The queue that accepted the request, until it completes (a strong reference: a weak one
-    /// hides the queue from leak checkers).
-    var queue: Queue?
-
-    // Runtime, under the owning queue's monitor.
-    /// Bumped at every new attempt and at completion, so stale engine events are recognised.
-    var generation: UInt64 = 0
-    var attempts = 0
-    var challenge: Challenge?
-    var rejectedCredentials = 0
-    var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
-    /// Coalescing: the request whose transfer this one shares, or the ones sharing this one's.
-    var leader: Request?
-    var followers: [Request] = []
-    /// A leader cancelled by its caller while followers still wait: its own completion was
-    /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
-    var detached = false
-
-    /// Engine thread only: the transfer running the current attempt.
-    var transfer: Transfer?
-    /// The libcurl options of its attempts, made by the first one; reset when the credentials
-    /// change (before the engine is told to start the next attempt).
-    var transferOptions: Transfer.Options?
-
-    // Delivery, touched only by the thread delivering this queue's callbacks.
-    var completionDelivered = false
-    /// Set once the completion callback and the context finalizer have returned (under `lock`).
-    var finished = false
 
     init(url: ValidatedURL) {
         self.url = url

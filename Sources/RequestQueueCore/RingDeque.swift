@@ -1,6 +1,7 @@
 /// A double-ended queue on a ring buffer: O(1) amortized push and pop at both ends.
 /// The standard library has none, and the project takes no package dependencies.
 public struct RingDeque<Element> {
+    /// Empty, or a power of two long (positions wrap with a mask).
     private var storage: [Element?] = []
     private var head = 0
     public private(set) var count = 0
@@ -11,22 +12,21 @@ public struct RingDeque<Element> {
 
     public mutating func pushBack(_ element: Element) {
         growIfFull()
-        storage[(head + count) % storage.count] = element
+        storage[(head + count) & (storage.count - 1)] = element
         count += 1
     }
 
     public mutating func pushFront(_ element: Element) {
         growIfFull()
-        head = (head - 1 + storage.count) % storage.count
+        head = (head - 1) & (storage.count - 1)
         storage[head] = element
         count += 1
     }
 
     public mutating func popFront() -> Element? {
         guard count > 0 else { return nil }
-        let element = storage[head]
-        storage[head] = nil
-        head = (head + 1) % storage.count
+        let element = storage[head].take()
+        head = (head + 1) & (storage.count - 1)
         count -= 1
         return element
     }
@@ -40,17 +40,18 @@ public struct RingDeque<Element> {
         for element in self where keep(element) { kept.append(element) }
         count = kept.count
         head = 0
-        kept.append(contentsOf: repeatElement(nil, count: Swift.max(8, count) - count))
+        var capacity = 8
+        while capacity < count { capacity *= 2 }
+        kept.append(contentsOf: repeatElement(nil, count: capacity - count))
         storage = kept
     }
 
     private mutating func growIfFull() {
         if count < storage.count { return }
         let newCapacity = Swift.max(8, storage.count * 2)
-        var grown: [Element?] = []
-        grown.reserveCapacity(newCapacity)
-        for element in self { grown.append(element) }
-        grown.append(contentsOf: repeatElement(nil, count: newCapacity - count))
+        var grown = [Element?](repeating: nil, count: newCapacity)
+        // Moved, not copied: no reference counting per element.
+        for i in 0..<count { grown[i] = storage[(head + i) & (storage.count - 1)].take() }
         storage = grown
         head = 0
     }
@@ -63,7 +64,7 @@ extension RingDeque: Sequence {
         public mutating func next() -> Element? {
             guard index < deque.count else { return nil }
             defer { index += 1 }
-            return deque.storage[(deque.head + index) % deque.storage.count]
+            return deque.storage[(deque.head + index) & (deque.storage.count - 1)]
         }
     }
     public func makeIterator() -> Iterator { Iterator(deque: self) }

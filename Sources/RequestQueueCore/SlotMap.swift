@@ -28,8 +28,8 @@ public struct SlotMap<Value>: Sequence {
     /// Removes the value of `id`; returns it, or nil if there was none.
     @discardableResult
     public mutating func removeValue(forKey id: UInt64) -> Value? {
-        guard let old = self[id] else { return nil }
-        self[id] = nil
+        guard id < UInt64(slots.count), let old = slots[Int(id)].take() else { return nil }
+        count -= 1
         return old
     }
 
