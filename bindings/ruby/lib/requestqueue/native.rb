@@ -193,6 +193,8 @@ module RequestQueue
       [:rq_response_url, [:pointer], :string, false],
       [:rq_response_error_message, [:pointer], :string, false],
       [:rq_response_attempts, [:pointer], :uint, false],
+      [:rq_response_retain, [:pointer], :pointer, false],
+      [:rq_response_release, [:pointer], :void, false],
       [:rq_response_metrics, %i[pointer pointer], :int, false],
 
       [:rq_auth_use_credential, %i[pointer string string], :int, false],
