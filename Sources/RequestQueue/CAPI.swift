@@ -593,8 +593,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         outSize?.pointee = 0
         return nil
     }
-    outSize?.pointee = r.body.count
-    return UnsafePointer(r.body.base) ?? UnsafeRawPointer(emptyCString).assumingMemoryBound(to: UInt8.self)
+    outSize?.pointee = r.bodyCount
+    return r.body
 }
 
 @c @implementation public func rq_response_header_count(_ pointer: OpaquePointer?) -> Int { response(pointer)?.headerCount ?? 0 }

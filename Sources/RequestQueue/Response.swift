@@ -8,14 +8,15 @@ import RequestQueueCore
 final class Response: @unchecked Sendable {
     let outcome: Outcome
     let status: Int32
-    let body: ByteBuffer
     let attempts: UInt32
     let urlString: String
     let messageString: String
-    /// The header lines as received, copied into malloc'ed memory; on first use they are cut in
-    /// place into NUL-terminated names and values, whose offsets `fieldsMade` keeps.
-    private let headerStorage: UnsafeMutablePointer<UInt8>?
+    /// One malloc'ed block: the body, then the header lines as received. On first use the lines
+    /// are cut in place into NUL-terminated names and values, whose offsets `fieldsMade` keeps.
+    private let storage: UnsafeMutablePointer<UInt8>?
+    let bodyCount: Int
     private let headerBytes: Int
+    private var headerStorage: UnsafeMutablePointer<UInt8>? { headerBytes > 0 ? storage.map { $0 + bodyCount } : nil }
     /// What is made on first use, under one of the responses' shared locks.
     private var fieldsMade: [HeaderLines.Field]?
     private var urlMade: UnsafeMutablePointer<CChar>?
@@ -30,13 +31,14 @@ final class Response: @unchecked Sendable {
     /// Figures of the last attempt (`rq_response_metrics`); set before the response is posted.
     var metrics = Metrics.none
 
+    /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
+    /// header lines are copied after it.
     init(outcome: Outcome, status: Int, headers: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(start: nil, count: 0),
-         body: ByteBuffer = ByteBuffer(),
+         body: (base: UnsafeMutablePointer<UInt8>?, count: Int) = (nil, 0),
          url: String, message: String, attempts: Int,
          downloaded: Int64 = 0, downloadTotal: Int64 = -1, uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
         self.outcome = outcome
         self.status = Int32(clamping: status)
-        self.body = body
         self.attempts = UInt32(clamping: attempts)
         urlString = url
         messageString = message
@@ -44,20 +46,28 @@ final class Response: @unchecked Sendable {
         self.downloadTotal = downloadTotal
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
-        if !headers.isEmpty, let raw = malloc(headers.count), let base = headers.baseAddress {
-            raw.copyMemory(from: base, byteCount: headers.count)
-            headerStorage = raw.assumingMemoryBound(to: UInt8.self)
+        bodyCount = body.base == nil ? 0 : body.count
+        // Out of memory for the headers: the body alone (and no headers) is still delivered.
+        if !headers.isEmpty, let lines = headers.baseAddress, let grown = realloc(body.base, bodyCount + headers.count) {
+            let block = grown.assumingMemoryBound(to: UInt8.self)
+            (block + bodyCount).update(from: lines, count: headers.count)
+            storage = block
             headerBytes = headers.count
         } else {
-            headerStorage = nil
+            storage = body.base
             headerBytes = 0
         }
+    }
+
+    /// The body bytes (a valid pointer even when empty).
+    var body: UnsafePointer<UInt8> {
+        UnsafePointer(storage) ?? UnsafeRawPointer(emptyCString).assumingMemoryBound(to: UInt8.self)
     }
 
     deinit {
         free(urlMade)
         free(messageMade)
-        free(headerStorage)
+        free(storage)
     }
 
     static func cancelled(url: String, attempts: Int, message: String = "the request was cancelled") -> Response {

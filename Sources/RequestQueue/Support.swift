@@ -174,6 +174,16 @@ final class ByteBuffer: @unchecked Sendable {
 
     /// Empties the buffer, keeping its memory for what comes next.
     func removeAll() { count = 0 }
+
+    /// Hands the memory and its byte count to the caller, who frees it; the buffer is empty after.
+    func detach() -> (base: UnsafeMutablePointer<UInt8>?, count: Int) {
+        defer {
+            base = nil
+            count = 0
+            capacity = 0
+        }
+        return (base, count)
+    }
 }
 
 /// Allocates a NUL-terminated copy of `bytes` with malloc (never NULL: an empty string on failure).

@@ -13,7 +13,7 @@ final class Transfer {
     private(set) var generation: UInt64 = 0
     /// Position in the engine's list of running transfers.
     var slot = -1
-    private var body = ByteBuffer()
+    private let body = ByteBuffer()
     /// The response's header lines as received (without the status line), parsed by `Response`.
     private let headers = ByteBuffer()
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -472,13 +472,12 @@ final class Transfer {
         // The request's own URL unless a redirect led elsewhere: no copy in the common case.
         var url = request.url.string
         if let effective, url.withCString({ strcmp($0, effective) }) != 0 { url = String(cString: effective) }
-        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body,
+        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
                                 url: url, message: message, attempts: request.attempts,
                                 downloaded: received, downloadTotal: Int64(downloadTotal),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 })
-        body = ByteBuffer()
         return response
     }
 
