@@ -39,17 +39,11 @@ final class Engine: @unchecked Sendable {
         guard curlReady, let multi = curl_multi_init() else { return nil }
         self.queue = queue
         self.multi = multi
-        let box = Unmanaged.passRetained(self).toOpaque()
-        let created = pthread_create(&thread, nil, { box in
-            guard let box else { return nil }
-            Unmanaged<Engine>.fromOpaque(box).takeRetainedValue().run()
-            return nil
-        }, box)
-        if created != 0 {
-            Unmanaged<Engine>.fromOpaque(box).release()
+        guard let thread = startThread({ [self] in run() }) else {
             curl_multi_cleanup(multi)
             return nil
         }
+        self.thread = thread
     }
 
     func send(_ command: Command) {
@@ -58,8 +52,13 @@ final class Engine: @unchecked Sendable {
         if !isCurrentThread { curl_multi_wakeup(multi) }
     }
 
-    /// Whether the caller runs on this engine's thread.
-    var isCurrentThread: Bool { pthread_equal(pthread_self(), thread) != 0 }
+    /// Whether the caller runs on this engine's thread (which marks itself when it starts).
+    var isCurrentThread: Bool { pthread_getspecific(Engine.threadKey) == Unmanaged.passUnretained(self).toOpaque() }
+    private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 
     /// Stops the thread after dropping every transfer; returns once it has ended.
     func shutdown() {
@@ -68,6 +67,7 @@ final class Engine: @unchecked Sendable {
     }
 
     private func run() {
+        pthread_setspecific(Engine.threadKey, Unmanaged.passUnretained(self).toOpaque())
         var stillRunning: Int32 = 0
         while true {
             let commands: [Command] = inboxLock.withLock {
