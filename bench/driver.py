@@ -832,7 +832,7 @@ def main():
                              "it, unless given)")
     parser.add_argument("--python", default=sys.executable, help="Python for the Python clients")
     parser.add_argument("--swiftc", default=None, help="Swift compiler for the URLSession client")
-    parser.add_argument("--reps", type=int, help="repetitions (3; quick 1)")
+    parser.add_argument("--reps", type=int, help="repetitions (5; quick 1)")
     parser.add_argument("--small-n", type=int, help="small requests per run (20000; quick 1000)")
     parser.add_argument("--small-k", type=parse_list, help="K values for small requests (1,8,64,256)")
     parser.add_argument("--large-n", type=int, help="10 MiB bodies per run (50; quick 8)")
@@ -848,7 +848,7 @@ def main():
     args = parser.parse_args()
 
     quick = args.quick
-    defaults = dict(reps=1 if quick else 3, small_n=1000 if quick else 20000, small_k=[1, 8, 64, 256],
+    defaults = dict(reps=1 if quick else 5, small_n=1000 if quick else 20000, small_k=[1, 8, 64, 256],
                     large_n=8 if quick else 50, large_k=[1, 8],
                     queue_n=[10000, 100000] if quick else [10000, 1000000],
                     urlsession_n=500 if quick else 5000, timeout=60 if quick else 300)
