@@ -69,11 +69,11 @@ final class Engine: @unchecked Sendable {
     private func run() {
         pthread_setspecific(Engine.threadKey, Unmanaged.passUnretained(self).toOpaque())
         var stillRunning: Int32 = 0
+        // The inbox and this array trade places each turn: no allocation per turn.
+        var commands: [Command] = []
         while true {
-            let commands: [Command] = inboxLock.withLock {
-                defer { inbox.removeAll(keepingCapacity: true) }
-                return inbox
-            }
+            inboxLock.withLock { swap(&inbox, &commands) }
+            defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {
                 case let .start(request, generation):
