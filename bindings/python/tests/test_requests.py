@@ -319,3 +319,16 @@ def test_auth_answered_later_from_another_thread(server, queue):
     assert len(challenges) == 1 and challenges[0].answered
     with pytest.raises(rq.InvalidStateError):
         challenges[0].cancel()  # a challenge is answered once
+
+
+def test_request_attributes_as_given_and_by_default(tmp_path):
+    plain = rq.Request("http://127.0.0.1:1/")
+    assert (plain.url, plain.method, plain.headers, plain.body, plain.tag, plain.output_file) == \
+        ("http://127.0.0.1:1/", "GET", (), None, None, None)
+    target = tmp_path / "out"
+    full = rq.Request("http://127.0.0.1:1/", "POST", headers={"X-A": "1"}, body="hé", tag="t",
+                      output_file=target)
+    assert (full.method, full.headers, full.body, full.tag, full.output_file) == \
+        ("POST", (("X-A", "1"),), "hé".encode(), "t", target)
+    as_json = rq.Request("http://127.0.0.1:1/", "POST", json={"a": 1})
+    assert as_json.body == b'{"a": 1}' and as_json.headers == (("Content-Type", "application/json"),)

@@ -238,6 +238,9 @@ _NULL = ffi.NULL
 _NORMAL = Priority.NORMAL
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
+# ffi.new without its Python-level wrapper, for the out-parameter of every request's creation.
+_newp: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "newp", ffi.new)
+_REQUEST_OUT = ffi.typeof("rq_request **")
 
 
 class _OutParams(threading.local):
@@ -558,6 +561,23 @@ class Request:
     _attempt_bytes = 0
     _handed_out = 0
     _iterating = 0
+    _stream = False
+    # The callbacks given (see __init__), and the futures awaiting the request (a list once one does).
+    _on_complete: Optional[CompleteCallback] = None
+    _on_upload_progress: Optional[ProgressCallback] = None
+    _on_download_progress: Optional[ProgressCallback] = None
+    _on_auth: Optional[AuthCallback] = None
+    _on_body: Optional[BodyCallback] = None
+    _waiters: "Union[Tuple[()], List[asyncio.Future[None]]]" = ()
+    # Public attributes whose value is the same for most requests (set by __init__ when not).
+    #: The headers as given (a value of None removed that header).
+    headers: Tuple[Tuple[str, Union[str, bytes, None]], ...] = ()
+    #: The body as bytes (None when there is none).
+    body: Optional[bytes] = None
+    #: The tag given at construction (None when none): see Queue.count_tag/cancel_tag/snapshot.
+    tag: Optional[str] = None
+    #: The output file given at construction (None when none).
+    output_file: Optional[PathInput] = None
 
     def __init__(
         self,
@@ -596,20 +616,19 @@ class Request:
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
-        out = ffi.new("rq_request **")
-        code = lib.rq_request_new(_cstring(url, "url", InvalidURLError), out)
+        out = _newp(_REQUEST_OUT)
+        # (_cstring only to raise its error: the URL is a str.)
+        code = lib.rq_request_new(url.encode("utf-8") if "\0" not in url
+                                  else _cstring(url, "url", InvalidURLError), out)
         if code:
             raise_result(code, f"invalid URL {url!r}")
         self._handle = out[0]
         self._owner = _pid
-        self._waiters: List["asyncio.Future[None]"] = []
+        # Each callback given is kept here; the others stay the class's None (likewise below for
+        # stream, headers, body, tag and output_file: only what is given is set).
         self._on_complete = on_complete
-        self._on_upload_progress = on_upload_progress
-        self._on_download_progress = on_download_progress
-        self._on_auth = on_auth
-        self._on_body = on_body
-        self._stream = bool(stream)
-        if self._stream:
+        if stream:
+            self._stream = True
             self._chunks: Deque[Any] = collections.deque()
             self._chunk_waiters: List["asyncio.Future[None]"] = []
 
@@ -621,30 +640,28 @@ class Request:
 
         if body is not None and json is not None:
             raise TypeError("give body or json, not both")
-        header_list = self._header_pairs(headers)
-        if json is not None:
-            body = _json.dumps(json).encode("utf-8")
-            if not any(name.lower() == "content-type" for name, _ in header_list):
-                header_list.append(("Content-Type", "application/json"))
-        for name, value in header_list:
-            value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}",
-                                                                InvalidHeaderError)
-            self._call(lib.rq_request_set_header, _cstring(name, "header name", InvalidHeaderError),
-                       value_arg, what=f"invalid header {name!r}")
-        #: The headers as given (a value of None removed that header).
-        self.headers: Tuple[Tuple[str, Union[str, bytes, None]], ...] = tuple(header_list)
+        if headers is not None or json is not None:
+            header_list = self._header_pairs(headers)
+            if json is not None:
+                body = _json.dumps(json).encode("utf-8")
+                if not any(name.lower() == "content-type" for name, _ in header_list):
+                    header_list.append(("Content-Type", "application/json"))
+            for name, value in header_list:
+                value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}",
+                                                                    InvalidHeaderError)
+                self._call(lib.rq_request_set_header, _cstring(name, "header name", InvalidHeaderError),
+                           value_arg, what=f"invalid header {name!r}")
+            self.headers = tuple(header_list)
 
-        if isinstance(body, str):
-            body = body.encode("utf-8")
         if body is not None:
-            if not isinstance(body, (bytes, bytearray, memoryview)):
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            elif not isinstance(body, (bytes, bytearray, memoryview)):
                 raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
             data = bytes(body)
             self._call(lib.rq_request_set_body, ffi.from_buffer(data) if data else ffi.NULL,
                        len(data), what="body")
-            body = data
-        #: The body as bytes (None when there is none).
-        self.body: Optional[bytes] = body
+            self.body = data
 
         if timeout is not None or connect_timeout is not None or idle_timeout is not None \
                 or retry_delay is not None:
@@ -699,8 +716,7 @@ class Request:
             if not isinstance(tag, str):
                 raise TypeError(f"tag must be str, not {type(tag).__name__}")
             self._call(lib.rq_request_set_tag, _cstring(tag, "tag", InvalidArgumentError), what="tag")
-        #: The tag given at construction (None when none): see Queue.count_tag/cancel_tag/snapshot.
-        self.tag: Optional[str] = tag
+            self.tag = tag
         if max_redirects is not None:
             self._call(lib.rq_request_set_max_redirects, _uint(max_redirects, "max_redirects", _UINT32_MAX),
                        what=f"max_redirects={max_redirects!r} (at most 1000)")
@@ -720,18 +736,23 @@ class Request:
         if output_file is not None:
             self._call(lib.rq_request_set_output_file, _path(output_file, "output_file"), int(bool(resume)),
                        what=f"output_file={output_file!r}")
-        #: The output file given at construction (None when none).
-        self.output_file: Optional[PathInput] = output_file
+            self.output_file = output_file
 
         # The handle is the context of the callbacks (see _registry).
-        check(lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL), "completion")
+        code = lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL)
+        if code:
+            raise_result(code, "completion")
         if on_upload_progress is not None:
+            self._on_upload_progress = on_upload_progress
             self._call(lib.rq_request_set_upload_progress, _upload_cb, what="on_upload_progress")
         if on_download_progress is not None:
+            self._on_download_progress = on_download_progress
             self._call(lib.rq_request_set_download_progress, _download_cb, what="on_download_progress")
         if on_auth is not None:
+            self._on_auth = on_auth
             self._call(lib.rq_request_set_auth_handler, _auth_cb, what="on_auth")
-        if on_body is not None or self._stream:
+        if on_body is not None or stream:
+            self._on_body = on_body
             self._call(lib.rq_request_set_body_callback, _body_cb, what="on_body")
 
     def __del__(self) -> None:
@@ -969,6 +990,8 @@ class Request:
             if loop is not queue._loop:
                 raise InvalidStateError(f"{self!r} runs in another event loop: await it there")
             future: asyncio.Future[None] = loop.create_future()
+            if not self._waiters:
+                self._waiters = []
             self._waiters.append(future)
             queue._update_reading()  # (deliveries paused for a slow reader resume for this wait)
             try:
@@ -1390,7 +1413,9 @@ class _QueueBase:
             req = Request(request, **kwargs)
         self._before_add(req)
         with self._lock:
-            ptr = self._q("add")
+            if self._closed:
+                raise QueueClosedError("add: the queue is closed")
+            ptr = self._ptr
             if req._queue is not None:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
             req._queue = self
