@@ -85,7 +85,7 @@ final class Engine: @unchecked Sendable {
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
                     queue.signalOwedEvents()
-                    while let transfer = running.last { recycle(transfer) }
+                    for transfer in running { recycle(transfer) }
                     timers.removeAll()
                     pool.removeAll()
                     curl_multi_cleanup(multi)
@@ -164,8 +164,9 @@ final class Engine: @unchecked Sendable {
             _ = ccurl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privateData)
             guard let privateData else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(privateData).takeUnretainedValue()
-            let request = transfer.request!, generation = transfer.generation
-            let response = transfer.response(code: code)
+            guard let request = transfer.request else { continue }
+            let generation = transfer.generation
+            let response = transfer.response(for: request, code: code)
             recycle(transfer)
             finished(request, generation, response)
         }
@@ -174,8 +175,9 @@ final class Engine: @unchecked Sendable {
     /// Ends, as timed out, the transfers that moved no byte for their idle limit.
     private func abortIdleTransfers(now: Double) {
         for transfer in running where transfer.isIdle(now: now) {
-            let request = transfer.request!, generation = transfer.generation
-            let response = transfer.response(code: CURLE_OPERATION_TIMEDOUT,
+            guard let request = transfer.request else { continue }
+            let generation = transfer.generation
+            let response = transfer.response(for: request, code: CURLE_OPERATION_TIMEDOUT,
                                              message: "no data received or sent for \(request.idleTimeout) seconds")
             recycle(transfer)
             finished(request, generation, response)
@@ -192,6 +194,7 @@ final class Engine: @unchecked Sendable {
     /// Detaches a running transfer from the multi handle and from its request, and keeps it for
     /// reuse.
     private func recycle(_ transfer: Transfer) {
+        guard transfer.slot >= 0, transfer.slot < running.count, running[transfer.slot] === transfer else { return }
         curl_multi_remove_handle(multi, transfer.easy)
         let last = running.removeLast()
         if last !== transfer {
@@ -199,18 +202,18 @@ final class Engine: @unchecked Sendable {
             running[transfer.slot] = last
         }
         transfer.slot = -1
-        transfer.request.transfer = nil
+        transfer.request?.transfer = nil
         transfer.end()
         // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
         if !transfer.paused, pool.count < 256 { pool.append(transfer) }
     }
 
-    func reportProgress(_ transfer: Transfer, upload: Bool, done: Int64, total: Int64) {
-        queue.progress(transfer.request, generation: transfer.generation, upload: upload, done: done, total: total)
+    func reportProgress(_ request: Request, _ generation: UInt64, upload: Bool, done: Int64, total: Int64) {
+        queue.progress(request, generation: generation, upload: upload, done: done, total: total)
     }
 
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
-    func postChunk(_ transfer: Transfer, _ chunk: StreamChunk) -> Bool {
-        queue.postChunk(transfer.request, generation: transfer.generation, chunk)
+    func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk) -> Bool {
+        queue.postChunk(request, generation: generation, chunk)
     }
 }

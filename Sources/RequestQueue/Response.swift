@@ -76,25 +76,29 @@ final class Response: @unchecked Sendable {
 
     var url: UnsafePointer<CChar> {
         lock.withLock {
-            if urlMade == nil { urlMade = mallocCString(Array(urlString.utf8)) }
-            return UnsafePointer(urlMade!)
+            if let urlMade { return UnsafePointer(urlMade) }
+            let made = mallocCString(Array(urlString.utf8))
+            urlMade = made
+            return UnsafePointer(made)
         }
     }
 
     var message: UnsafePointer<CChar> {
         lock.withLock {
-            if messageMade == nil { messageMade = mallocCString(Array(messageString.utf8)) }
-            return UnsafePointer(messageMade!)
+            if let messageMade { return UnsafePointer(messageMade) }
+            let made = mallocCString(Array(messageString.utf8))
+            messageMade = made
+            return UnsafePointer(made)
         }
     }
 
     /// The headers' fields, cut out of the storage on first use.
     private var fields: [HeaderLines.Field] {
         lock.withLock {
-            if fieldsMade == nil {
-                fieldsMade = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
-            }
-            return fieldsMade!
+            if let fieldsMade { return fieldsMade }
+            let made = headerStorage.map { HeaderLines.cut(UnsafeMutableBufferPointer(start: $0, count: headerBytes)) } ?? []
+            fieldsMade = made
+            return made
         }
     }
 
@@ -169,6 +173,9 @@ enum HeaderLines {
         var fields: [Field] = []
         var ends: [(colon: Int, end: Int)] = []
         forEachField(UnsafeBufferPointer(bytes)) { name, colon, value, end in
+            // A last line without its newline (memory ran out while storing it) has no room for
+            // the value's NUL: left out.
+            guard end < bytes.count else { return false }
             fields.append(Field(name: name, value: value))
             ends.append((colon, end))
             return true

@@ -110,6 +110,7 @@ final class Lock: @unchecked Sendable {
 final class LockStripes: Sendable {
     private let locks: [Lock]
 
+    /// `count` is a power of two (keys are masked with `count - 1`).
     init(count: Int) { locks = (0..<count).map { _ in Lock() } }
 
     func lock(for key: Int) -> Lock { locks[key & (locks.count - 1)] }

@@ -8,8 +8,9 @@ import RequestQueueCore
 final class Transfer {
     let easy: UnsafeMutableRawPointer
     private unowned let engine: Engine
-    /// The attempt running on this transfer; nil while it waits in the pool.
-    private(set) var request: Request!
+    /// The attempt running on this transfer; nil while it waits in the pool. libcurl calls back
+    /// only between `begin` and `end`; the callbacks still check it and stop the transfer if not.
+    private(set) var request: Request?
     private(set) var generation: UInt64 = 0
     /// Position in the engine's list of running transfers.
     var slot = -1
@@ -147,7 +148,7 @@ final class Transfer {
         body.removeAll()
         headers.removeAll()
         errorBuffer.pointee = 0
-        configure()
+        configure(request)
     }
 
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
@@ -157,7 +158,7 @@ final class Transfer {
             curl_slist_free_all(headerList)
             headerList = nil
         }
-        if request.sendsBody { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
+        if request?.sendsBody == true { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
         _ = file?.close()
         file = nil
         request = nil
@@ -195,8 +196,7 @@ final class Transfer {
 
     /// Sets the options of this attempt: those that differ from the previous attempt's (after a
     /// reset), then the URL, headers and body, which every attempt sets.
-    private func configure() {
-        let r = request!
+    private func configure(_ r: Request) {
         if r.firstAttemptAt == 0 { r.firstAttemptAt = lastActivity }
         if let path = r.outputPath {
             file = OutputFile(path: path)
@@ -213,7 +213,7 @@ final class Transfer {
             options = wanted
         }
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
-        configureHeaders()
+        configureHeaders(r)
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
@@ -256,8 +256,7 @@ final class Transfer {
         }
     }
 
-    private func configureHeaders() {
-        let r = request!
+    private func configureHeaders(_ r: Request) {
         var list: UnsafeMutablePointer<curl_slist>?
         // Resuming a download: our Range header replaces the request's.
         if resumeFrom > 0 { list = curl_slist_append(list, "Range: bytes=\(resumeFrom)-") ?? list }
@@ -285,6 +284,7 @@ final class Transfer {
 
     /// One header line; returns false to abort the transfer (the output file cannot be used).
     private func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
+        guard let request else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
@@ -295,7 +295,7 @@ final class Transfer {
         }
         // The blank line ends the headers: the body's destination is known now.
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
-            return sink != .undecided || decideSink()
+            return sink != .undecided || decideSink(request)
         }
         return HeaderLines.append(line, to: headers)
     }
@@ -315,7 +315,7 @@ final class Transfer {
     /// Chooses where the body of the current response goes: a 2xx response of a streaming request
     /// goes to the callback or the file (opened here), anything else to `body`. Returns false when
     /// the file cannot be used, which aborts the transfer.
-    private func decideSink() -> Bool {
+    private func decideSink(_ request: Request) -> Bool {
         if status == 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         guard (200...299).contains(status), request.streamsBody else {
             sink = .buffer
@@ -352,7 +352,8 @@ final class Transfer {
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
     /// `ccurl_writefunc_pause` to pause it (libcurl keeps the bytes and passes them again later).
     private func bodyData(_ data: UnsafeMutablePointer<CChar>, _ size: Int) -> Int {
-        if sink == .undecided, !decideSink() { return 0 }
+        guard let request else { return 0 }
+        if sink == .undecided, !decideSink(request) { return 0 }
         let limit = request.maxResponseSize
         if limit > 0, UInt64(received) + UInt64(size) > limit {
             tooLarge = true
@@ -370,7 +371,7 @@ final class Transfer {
                 outOfMemory = true
                 return 0
             }
-            if !engine.postChunk(self, chunk) { _ = flow.delivered(size) }
+            if !engine.postChunk(request, generation, chunk) { _ = flow.delivered(size) }
             streamed += UInt64(size)
         case .file:
             if let error = file?.write(data, size) {
@@ -395,6 +396,7 @@ final class Transfer {
     }
 
     private func progress(downloaded: Int64, uploaded: Int64) {
+        guard let request else { return }
         if request.downloadProgress != nil {
             var length: curl_off_t = -1
             _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
@@ -402,7 +404,7 @@ final class Transfer {
             let done = max(downloaded, reportedDownload.done, 0)
             if done != reportedDownload.done || total != reportedDownload.total, done > 0 || total >= 0 {
                 reportedDownload = (done, total)
-                engine.reportProgress(self, upload: false, done: done, total: total)
+                engine.reportProgress(request, generation, upload: false, done: done, total: total)
             }
         }
         if request.uploadProgress != nil, request.hasBody {
@@ -410,7 +412,7 @@ final class Transfer {
             let done = max(uploaded, reportedUpload.done, 0)
             if done != reportedUpload.done {
                 reportedUpload = (done, total)
-                engine.reportProgress(self, upload: true, done: done, total: total)
+                engine.reportProgress(request, generation, upload: true, done: done, total: total)
             }
         }
     }
@@ -418,7 +420,7 @@ final class Transfer {
     /// Whether nothing moved for the request's idle limit (libcurl's low-speed check averages over
     /// its window, so a burst followed by silence would pass it for seconds).
     func isIdle(now: Double) -> Bool {
-        guard request.idleTimeout > 0 else { return false }
+        guard let request, request.idleTimeout > 0 else { return false }
         // Paused by us, waiting for the body callback: not the server's silence.
         if paused {
             lastActivity = now
@@ -438,8 +440,8 @@ final class Transfer {
         return now - lastActivity >= request.idleTimeout
     }
 
-    /// The response of this attempt, after libcurl reported it done with `code`.
-    func response(code: CURLcode, message override: String? = nil) -> Response {
+    /// The response of this attempt of `request`, after libcurl reported it done with `code`.
+    func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
         var status = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?

@@ -10,12 +10,15 @@ public struct SlotMap<Value>: Sequence {
 
     public var isEmpty: Bool { count == 0 }
 
+    /// The largest id stored: slot numbers stay far below it.
+    public static var maxID: UInt64 { UInt64(Int32.max) }
+
     public subscript(id: UInt64) -> Value? {
         get { id < UInt64(slots.count) ? slots[Int(id)] : nil }
         set {
             if id >= UInt64(slots.count) {
-                guard newValue != nil else { return }
-                precondition(id < UInt64(Int32.max), "SlotMap: id \(id) is not a slot number")
+                // An id past `maxID` is not a slot number: never stored (and never found).
+                guard newValue != nil, id <= SlotMap.maxID else { return }
                 slots.append(contentsOf: repeatElement(nil, count: Int(id) + 1 - slots.count))
             }
             let index = Int(id)

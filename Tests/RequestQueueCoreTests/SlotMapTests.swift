@@ -38,5 +38,9 @@ import RequestQueueCore
         map[3] = 31
         #expect(map.count == 1 && map[3] == 31 && map[2] == nil && map[4] == nil)
         #expect(Array(map.map(\.key)) == [3])
+        // Ids that are not slot numbers are never stored: no trap, no giant array.
+        map[SlotMap<Int>.maxID + 1] = 1
+        map[UInt64.max] = 2
+        #expect(map[SlotMap<Int>.maxID + 1] == nil && map[UInt64.max] == nil && map.count == 1)
     }
 }
