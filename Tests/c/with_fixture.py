@@ -31,10 +31,11 @@ def fail(message):
     sys.exit(1)
 
 
-def start_server(path):
+def start_server(path, extra=()):
+    """Starts the fixture server at `path` (with `extra` arguments); returns it and its port."""
     if not os.path.isfile(path):
         fail(f"fixture server not found: {path}")
-    server = subprocess.Popen([sys.executable, path, "--exit-on-stdin-eof"],
+    server = subprocess.Popen([sys.executable, path, "--exit-on-stdin-eof", *extra],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     ready, _, _ = select.select([server.stdout], [], [], START_TIMEOUT)
     line = server.stdout.readline().decode(errors="replace").strip() if ready else ""

@@ -18,8 +18,6 @@ program's status (128 + N when killed by signal N), or 1 when the servers cannot
 
 import argparse
 import os
-import re
-import select
 import shutil
 import subprocess
 import sys
@@ -27,7 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "Fixtures", "fixture_server.py")
-START_TIMEOUT = 30.0
+sys.path.insert(0, os.path.join(HERE, "..", "c"))
+from with_fixture import start_server as start_fixture, stop_server  # noqa: E402
 
 
 def fail(message):
@@ -36,24 +35,7 @@ def fail(message):
 
 
 def start_server(extra=()):
-    server = subprocess.Popen([sys.executable, FIXTURE, "--exit-on-stdin-eof", *extra],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    ready, _, _ = select.select([server.stdout], [], [], START_TIMEOUT)
-    line = server.stdout.readline().decode(errors="replace").strip() if ready else ""
-    match = re.fullmatch(r"PORT (\d+)", line)
-    if not match:
-        server.kill()
-        fail(f"fixture server did not print 'PORT <n>' (got {line!r}, exit {server.poll()})")
-    return server, int(match.group(1))
-
-
-def stop_server(server):
-    try:
-        server.stdin.close()  # --exit-on-stdin-eof
-        server.wait(timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        server.kill()
-        server.wait()
+    return start_fixture(FIXTURE, extra)
 
 
 def make_cert(folder, name, subject_alt_name):
