@@ -384,12 +384,23 @@ module RequestQueue
           return false if wait <= 0
         end
         begin
-          IO.select([to_io, @state.idle_reader], nil, nil, wait)
+          if Fiber.respond_to?(:scheduler) && Fiber.scheduler && !Fiber.blocking?
+            # Under a Fiber scheduler (the async gem): the scheduler waits, other fibers run. It
+            # waits for one IO, so the idle pipe (another fiber or thread ran the last completion)
+            # is checked every FIBER_IDLE_CHECK seconds.
+            wait_fiber(wait)
+          else
+            IO.select([to_io, @state.idle_reader], nil, nil, wait)
+          end
         rescue IOError, Errno::EBADF, QueueClosedError
           raise unless @state.closed # closed by another thread while waiting
         end
       end
     end
+
+    # How often #run under a Fiber scheduler looks whether another fiber or thread made the queue
+    # idle (seconds).
+    FIBER_IDLE_CHECK = 0.05
 
     # The queue's descriptor as an IO (readable exactly while callbacks are pending), for
     # IO.select and event loops. Never read, write or close it; it is invalid after #close.
@@ -493,6 +504,10 @@ module RequestQueue
 
     def symbol_index(list, value, what)
       list.index(value) or raise ArgumentError, "#{what} must be one of #{list.map(&:inspect).join(", ")}, not #{value.inspect}"
+    end
+
+    def wait_fiber(wait)
+      to_io.wait_readable(wait.nil? ? FIBER_IDLE_CHECK : [wait, FIBER_IDLE_CHECK].min)
     end
 
     def clock
