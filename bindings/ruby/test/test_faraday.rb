@@ -1,0 +1,123 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+begin
+  require "requestqueue/faraday"
+rescue LoadError => e
+  warn "test_faraday: skipped (#{e.message}); scripts/test-ruby installs ruby-faraday"
+end
+
+if defined?(RequestQueue::FaradayAdapter)
+  # The Faraday adapter :requestqueue with the real Faraday.
+  class TestFaraday < Minitest::Test
+    include RequestQueueTestHelpers
+
+    PATTERN = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+    def pattern(n)
+      (PATTERN * (n / PATTERN.size + 1))[0, n]
+    end
+
+    def connection(**options, &block)
+      Faraday.new(url: url("/")) do |f|
+        block&.call(f)
+        f.adapter :requestqueue, **options
+      end
+    end
+
+    def test_get_post_headers_and_params
+      conn = connection
+      response = conn.get("/bytes", n: 50, id: "fget", header: "X-Rep:a")
+      assert_equal 200, response.status
+      assert_equal pattern(50), response.body
+      assert_equal "50", response.headers["content-length"]
+      assert_equal "a", response.headers["X-REP"]
+      echo = JSON.parse(conn.post("/echo", "payload", "X-One" => "1").body)
+      assert_equal ["POST", "payload", "1"], [echo["method"], echo["body"], echo["headers"]["x-one"]]
+      assert_equal "7", echo["headers"]["content-length"]
+    end
+
+    def test_in_parallel_runs_on_one_queue_with_its_limit
+      conn = connection(max_concurrent: 2)
+      responses = nil
+      conn.in_parallel do
+        responses = (1..6).map { |i| conn.get("/bytes?n=#{i}&delay=0.2&id=par&group=par") }
+        assert responses.none?(&:finished?), "requests complete when the block ends"
+      end
+      assert_equal (1..6).map { |i| pattern(i) }, responses.map(&:body)
+      assert_equal 6, logged("par").size
+      assert_equal 2, Fixture.log["peaks"]["par"]
+    end
+
+    def test_in_parallel_sends_duplicates
+      conn = connection
+      responses = nil
+      conn.in_parallel { responses = Array.new(3) { conn.get("/bytes?n=4&delay=0.1&id=dup") } }
+      assert_equal [200] * 3, responses.map(&:status)
+      assert_equal 3, logged("dup").size
+    end
+
+    def test_on_data_streams_the_body
+      chunks = []
+      sizes = []
+      response = connection.get("/bytes?n=300000") do |req|
+        req.options.on_data = proc { |chunk, size| chunks << chunk; sizes << size }
+      end
+      assert_equal 200, response.status
+      assert_equal pattern(300_000), chunks.join
+      assert_equal 300_000, sizes.last
+      assert_operator chunks.size, :>, 1
+      assert_equal "", response.body
+    end
+
+    def test_status_errors_with_raise_error_middleware
+      conn = connection { |f| f.response :raise_error }
+      error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }
+      assert_equal 404, error.response[:status]
+      assert_equal 404, connection.get("/status/404").status # without the middleware: a response
+      assert_equal 302, connection.get("/redirect/1").status # redirects are the middleware's job
+    end
+
+    def test_errors_are_faradays
+      closed = Fixture.get_json("/_/refuse-then-accept?after=3600")["port"]
+      conn = Faraday.new(url: "http://127.0.0.1:#{closed}") { |f| f.adapter :requestqueue }
+      assert_raises(Faraday::ConnectionFailed) { conn.get("/") }
+      assert_raises(Faraday::TimeoutError) do
+        connection.get("/stall?s=30&id=ftime") { |req| req.options.timeout = 0.3 }
+      end
+      assert_equal 1, logged("ftime").size
+      assert_raises(Faraday::ConnectionFailed) { connection.get("/reset") }
+      https = Faraday.new(url: "https://127.0.0.1:#{Fixture.port}") { |f| f.adapter :requestqueue }
+      assert_raises(Faraday::SSLError, Faraday::ConnectionFailed) { https.get("/") }
+      error = assert_raises(ArgumentError) do
+        Faraday.new(url: url("/"), ssl: { verify: false }) { |f| f.adapter :requestqueue }.get("/")
+      end
+      assert_match(/always verifies/, error.message)
+    end
+
+    def test_in_parallel_raises_a_failure_after_the_others_completed
+      closed = Fixture.get_json("/_/refuse-then-accept?after=3600")["port"]
+      conn = connection
+      ok = nil
+      assert_raises(Faraday::ConnectionFailed) do
+        conn.in_parallel do
+          ok = conn.get("/bytes?n=2&id=pok")
+          conn.get("http://127.0.0.1:#{closed}/")
+        end
+      end
+      assert ok.finished?
+      assert_equal pattern(2), ok.body
+    end
+
+    def test_url_encoded_nested_form_through_faraday
+      conn = connection { |f| f.request :url_encoded }
+      echo = JSON.parse(conn.post("/echo", user: { name: "n" }).body)
+      assert_equal "user%5Bname%5D=n", echo["body"]
+    end
+
+    def test_unknown_adapter_option_is_refused
+      assert_raises(ArgumentError) { connection(max_concurrnt: 2).get("/bytes?n=1") }
+    end
+  end
+end
