@@ -78,6 +78,9 @@ def with_params(url: str, params: ParamsInput) -> str:
 def read_body(body: Any) -> bytes:
     """A body given as a file open in binary mode (anything with ``read``) or an iterator of
     bytes, read to its end. Raises TypeError for anything else (str pieces included)."""
+    if isinstance(body, Mapping):
+        raise TypeError("body must be bytes, str, a binary file or an iterator of bytes, not a mapping: "
+                        "give a form as data= and JSON as json=")
     if hasattr(body, "read"):
         chunks: List[bytes] = []
         while True:
