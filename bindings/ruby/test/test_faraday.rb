@@ -116,6 +116,23 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal "user%5Bname%5D=n", echo["body"]
     end
 
+    def test_requests_of_async_fibers_overlap
+      begin
+        require "async"
+      rescue LoadError
+        skip "the async gem is not installed (scripts/test-ruby installs ruby-async)"
+      end
+      conn = connection
+      statuses = []
+      Async do |task|
+        2.times.map do |i|
+          task.async { statuses << conn.get("/bytes?n=1&delay=0.3&id=fib#{i}&group=fibers").status }
+        end.each(&:wait)
+      end
+      assert_equal [200, 200], statuses
+      assert_equal 2, Fixture.log["peaks"]["fibers"] # the second fiber's request started while the first waited
+    end
+
     def test_unknown_adapter_option_is_refused
       assert_raises(ArgumentError) { connection(max_concurrnt: 2).get("/bytes?n=1") }
     end

@@ -199,7 +199,7 @@ def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exc
         error = httpx.NetworkError
     else:  # CANCELLED by someone else than the caller (cancel_all, the queue closed), ...
         error = httpx.TransportError
-    return error(message, request=request)  # type: ignore[no-any-return]
+    return error(message, request=request)
 
 
 class HTTPTransport(_Base, httpx.BaseTransport):
