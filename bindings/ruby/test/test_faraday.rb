@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "tmpdir"
 
 begin
   require "requestqueue/faraday"
@@ -88,12 +89,41 @@ if defined?(RequestQueue::FaradayAdapter)
       end
       assert_equal 1, logged("ftime").size
       assert_raises(Faraday::ConnectionFailed) { connection.get("/reset") }
-      https = Faraday.new(url: "https://127.0.0.1:#{Fixture.port}") { |f| f.adapter :requestqueue }
-      assert_raises(Faraday::SSLError, Faraday::ConnectionFailed) { https.get("/") }
       error = assert_raises(ArgumentError) do
         Faraday.new(url: url("/"), ssl: { verify: false }) { |f| f.adapter :requestqueue }.get("/")
       end
       assert_match(/always verifies/, error.message)
+    end
+
+    # An HTTPS instance of the fixture server with a self-signed certificate made by openssl.
+    def with_https_server
+      Dir.mktmpdir do |dir|
+        cert = File.join(dir, "cert.pem")
+        key = File.join(dir, "key.pem")
+        made = system("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", key,
+                      "-out", cert, "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                      out: File::NULL, err: File::NULL)
+        skip "the openssl command is needed to make a test certificate" unless made
+        io = IO.popen(["python3", Fixture::SERVER, "--exit-on-stdin-eof", "--tls-cert", cert, "--tls-key", key], "r+")
+        begin
+          port = io.gets.to_s[/\APORT (\d+)/, 1]
+          flunk "the HTTPS fixture server did not start" unless port
+          yield "https://127.0.0.1:#{port}", cert
+        ensure
+          io.close_write
+          Process.wait(io.pid)
+          io.close
+        end
+      end
+    end
+
+    def test_ssl_ca_file_and_ssl_errors
+      with_https_server do |base, cert|
+        trusted = Faraday.new(url: base, ssl: { ca_file: cert }) { |f| f.adapter :requestqueue }
+        assert_equal pattern(5), trusted.get("/bytes?n=5").body
+        untrusted = Faraday.new(url: base) { |f| f.adapter :requestqueue } # the system CAs do not trust it
+        assert_raises(Faraday::SSLError) { untrusted.get("/bytes?n=5") }
+      end
     end
 
     def test_in_parallel_raises_a_failure_after_the_others_completed
