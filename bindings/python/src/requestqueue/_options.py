@@ -4,16 +4,10 @@ option) while they stay plain keyword arguments at run time."""
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Tuple, TypedDict, Union
 
 from ._encoding import DataInput, FilesInput, ParamsInput
 from ._types import HeadersInput, Outcome, Priority
-
-if sys.version_info >= (3, 8):
-    from typing import TypedDict
-else:  # pragma: no cover - requires-python is >= 3.8
-    from typing_extensions import TypedDict
 
 if TYPE_CHECKING:
     from ._core import AuthCallback, BodyCallback, BodyInput, CompleteCallback, PathInput, ProgressCallback

@@ -41,8 +41,7 @@ transport's request options (the keys of :class:`TransportOptions`).
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, TypedDict, Union
 
 try:
     import httpx
@@ -56,13 +55,6 @@ from ._errors import (
     UnsupportedSchemeError,
 )
 from ._types import Duplicates, Order, Outcome, Priority, Response
-
-if sys.version_info >= (3, 8):
-    from typing import TypedDict
-else:  # pragma: no cover
-    from typing_extensions import TypedDict
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
