@@ -90,4 +90,30 @@ class TestConventions < Minitest::Test
     # The ticker ran while the queue waited for the response: its ticks come first.
     assert_equal [[:tick, 0], [:tick, 1], [:tick, 2], [:response, 200]], events
   end
+
+  def test_two_fibers_run_one_queue_under_the_async_scheduler
+    begin
+      require "async"
+    rescue LoadError
+      skip "the async gem is not installed (scripts/test-ruby installs ruby-async)"
+    end
+    statuses = []
+    errors = []
+    queue = new_queue
+    Async do |task|
+      queue.add(url("/bytes?n=1&delay=0.2&id=two")) { |r| statuses << r.status }
+      queue.add(url("/bytes?n=2&delay=0.3&id=two")) { |r| statuses << r.status }
+      # (A scheduler takes one waiter per IO: the second fiber must not wait on the same descriptor.)
+      Array.new(2) do
+        task.async do
+          queue.run
+        rescue StandardError => e
+          errors << e
+        end
+      end.each(&:wait)
+    end
+    assert_empty errors
+    assert_equal [200, 200], statuses
+    assert queue.idle?
+  end
 end

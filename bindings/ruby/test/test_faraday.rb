@@ -163,6 +163,25 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal 2, Fixture.log["peaks"]["fibers"] # the second fiber's request started while the first waited
     end
 
+    def test_limits_hold_across_threads_and_fibers_of_one_connection
+      conn = connection(max_concurrent: 1)
+      threads = Array.new(3) { |i| Thread.new { conn.get("/bytes?n=#{i}&delay=0.1&id=thr&group=thr") } }
+      assert_equal (0..2).map { |i| pattern(i) }, threads.map { |t| t.value.body }
+      assert_equal 1, Fixture.log["peaks"]["thr"]
+      begin
+        require "async"
+      rescue LoadError
+        skip "the async gem is not installed (scripts/test-ruby installs ruby-async)"
+      end
+      bodies = []
+      Async do |task|
+        Array.new(3) { |i| task.async { bodies << conn.get("/bytes?n=#{i}&delay=0.1&id=fibq&group=fibq").body } }.each(&:wait)
+      end
+      assert_equal (0..2).map { |i| pattern(i) }, bodies.sort_by(&:size)
+      assert_equal 1, Fixture.log["peaks"]["fibq"]
+      assert_equal 6, logged("thr", "fibq").size
+    end
+
     def test_unknown_adapter_option_is_refused
       assert_raises(ArgumentError) { connection(max_concurrnt: 2).get("/bytes?n=1") }
     end

@@ -8,7 +8,7 @@ module RequestQueue
   #
   #   require "requestqueue/faraday"
   #   conn = Faraday.new(url: "http://127.0.0.1:8000") { |f| f.adapter :requestqueue, max_concurrent: 8 }
-  #   conn.get("/")                                  # one request
+  #   conn.get("/")                                  # one request, on the connection's queue
   #   conn.in_parallel do                            # all on one queue, at most 8 at once
   #     responses = urls.map { |u| conn.get(u) }
   #   end                                            # responses are complete here
@@ -17,6 +17,10 @@ module RequestQueue
   # rate_limit: [starts, interval] or {starts:, per:, per_host:}) and request options applied to
   # every request (retry:, priority:, tag:, max_response_size:, ca_file:). The queue allows
   # duplicates: every request is sent.
+  #
+  # The requests of one connection share its adapter's queue, so its limits hold across threads
+  # and fibers that use the connection at once (each call waits for its own request, dispatching
+  # the queue meanwhile); an `in_parallel` block runs on a queue of its own with the same options.
   #
   # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
   # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
@@ -93,6 +97,16 @@ module RequestQueue
 
       @queue_options = options.slice(*QUEUE_OPTIONS)
       @request_options = options.slice(*REQUEST_OPTIONS)
+      @queue = nil
+      @queue_pid = nil
+      @queue_lock = Mutex.new
+    end
+
+    # Closes the connection's queue (Faraday 2 calls it from Connection#close); a later request
+    # makes a new one.
+    def close
+      queue = @queue_lock.synchronize { @queue.tap { @queue = nil } }
+      queue&.close
     end
 
     def call(env)
@@ -104,19 +118,44 @@ module RequestQueue
         manager.queue(@queue_options)
         manager.add(request) { |response| finish(env, response, streamed) }
       else
-        queue = FaradayAdapter.new_queue(@queue_options.merge(max_concurrent: 1))
-        begin
-          queue << request
-          queue.run
-        ensure
-          queue.close
-        end
+        queue = shared_queue
+        queue << request
+        wait_for(queue, request)
         finish(env, request.response, streamed)
       end
       @app.call(env)
     end
 
+    # How often a call waiting for its request looks whether another thread or fiber dispatched
+    # its completion (seconds).
+    COMPLETION_CHECK = 0.05
+
     private
+
+    def shared_queue
+      @queue_lock.synchronize do
+        # (A forked child leaves the parent's queue alone and makes its own.)
+        @queue = nil if @queue && (@queue.closed? || @queue_pid != Process.pid)
+        @queue_pid = Process.pid
+        @queue ||= FaradayAdapter.new_queue(@queue_options)
+      end
+    end
+
+    # Dispatches the queue until `request` has completed: the completion may be run by this call or
+    # by another thread or fiber dispatching the same queue. Under a Fiber scheduler the wait lets
+    # other fibers run. Interrupted (Ctrl-C, Thread#raise, a stopped Async task): the request is
+    # cancelled.
+    def wait_for(queue, request)
+      until request.completed?
+        queue.dispatch
+        break if request.completed?
+
+        queue.wait_readable(COMPLETION_CHECK)
+      end
+    rescue Exception # rubocop:disable Lint/RescueException -- re-raised: the request must not go on alone
+      request.cancel unless request.completed?
+      raise
+    end
 
     def build_request(env, streamed)
       req = env[:request] || {}
