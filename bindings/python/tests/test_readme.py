@@ -46,12 +46,12 @@ def run_example(code: str, port: int, cwd=None) -> subprocess.CompletedProcess:
 
 
 def test_readme_has_the_examples():
-    assert len(examples()) == 4
+    assert len(examples()) == 5
     assert all(len(code.strip().splitlines()) <= 14 for code in examples())
 
 
 def test_sync_example(http_server):
-    result = run_example(examples()[0], http_server)
+    result = run_example(examples()[1], http_server)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == str([200] * 20)
@@ -59,13 +59,13 @@ def test_sync_example(http_server):
 
 
 def test_asyncio_example(http_server):
-    result = run_example(examples()[1], http_server)
+    result = run_example(examples()[2], http_server)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{1900 * 100} bytes in 100 responses\n"
 
 
 def test_callbacks_example(http_server):
-    result = run_example(examples()[2], http_server)
+    result = run_example(examples()[3], http_server)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[-1] == "done: 200"
@@ -74,7 +74,14 @@ def test_callbacks_example(http_server):
 
 def test_streaming_example(http_server, tmp_path):
     (tmp_path / "page.html").write_text("a partial copy")  # resumed: http.server ignores the Range
-    result = run_example(examples()[3], http_server, cwd=tmp_path)
+    result = run_example(examples()[4], http_server, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["200 1900 bytes written", "1900 bytes streamed; 2 requests succeeded"]
     assert (tmp_path / "page.html").read_text() == "<html>hello</html>\n" * 100
+
+
+def test_httpx_example(http_server):
+    pytest.importorskip("httpx")  # scripts/test-python installs it
+    result = run_example(examples()[0], http_server)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "20 responses, at most 8 at once\n"

@@ -16,6 +16,8 @@ end
 require_relative "requestqueue/version"
 require_relative "requestqueue/native"
 require_relative "requestqueue/errors"
+require_relative "requestqueue/headers"
+require_relative "requestqueue/form"
 require_relative "requestqueue/response"
 require_relative "requestqueue/request"
 require_relative "requestqueue/callbacks"

@@ -50,12 +50,14 @@ import threading
 import time
 import weakref
 from typing import (
+    TYPE_CHECKING,
     Any,
     AsyncIterator,
     Callable,
     Deque,
     Dict,
     Generator,
+    IO,
     Iterable,
     Iterator,
     List,
@@ -64,6 +66,9 @@ from typing import (
     Tuple,
     Union,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from ._errors import (
     OUTCOME_ERRORS,
@@ -79,7 +84,8 @@ from ._errors import (
     WaitTimeoutError,
     WouldDeadlockError,
 )
-from . import _types
+from . import _encoding, _types
+from ._options import RequestOptions
 from ._native import check, ffi, lib, raise_result
 from ._types import (
     DUPLICATES_CODES,
@@ -109,7 +115,7 @@ CompleteCallback = Callable[["Request"], Any]
 ProgressCallback = Callable[["Request", Progress], Any]
 AuthCallback = Callable[["Request", "AuthChallenge"], Optional[Tuple[str, str]]]
 BodyCallback = Callable[["Request", bytes, int], Any]
-BodyInput = Union[bytes, bytearray, memoryview, str]
+BodyInput = Union[bytes, bytearray, memoryview, str, "IO[bytes]", Iterable[bytes]]
 PathInput = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 RateLimitInput = Union[RateLimit, Tuple[int, float], Tuple[int, float, bool], None]
 
@@ -587,6 +593,9 @@ class Request:
         headers: Optional[HeadersInput] = None,
         body: Optional[BodyInput] = None,
         json: Any = None,
+        params: Optional[_encoding.ParamsInput] = None,
+        data: Optional[_encoding.DataInput] = None,
+        files: Optional[_encoding.FilesInput] = None,
         timeout: Optional[float] = None,
         connect_timeout: Optional[float] = None,
         idle_timeout: Optional[float] = None,
@@ -616,6 +625,8 @@ class Request:
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
+        if params is not None:
+            url = _encoding.with_params(url, params)
         out = _newp(_REQUEST_OUT)
         # (_cstring only to raise its error: the URL is a str.)
         code = lib.rq_request_new(url.encode("utf-8") if "\0" not in url
@@ -638,14 +649,18 @@ class Request:
             self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),
                        what=f"invalid method {method!r}")
 
-        if body is not None and json is not None:
-            raise TypeError("give body or json, not both")
-        if headers is not None or json is not None:
+        if (body is not None) + (json is not None) + (data is not None or files is not None) > 1:
+            raise TypeError("give one of body, json and data/files, not several")
+        content_type = None
+        if json is not None:
+            body = _json.dumps(json).encode("utf-8")
+            content_type = "application/json"
+        elif data is not None or files is not None:
+            body, content_type = _encoding.encode_form(data, files)
+        if headers is not None or content_type is not None:
             header_list = self._header_pairs(headers)
-            if json is not None:
-                body = _json.dumps(json).encode("utf-8")
-                if not any(name.lower() == "content-type" for name, _ in header_list):
-                    header_list.append(("Content-Type", "application/json"))
+            if content_type is not None and not any(name.lower() == "content-type" for name, _ in header_list):
+                header_list.append(("Content-Type", content_type))
             for name, value in header_list:
                 value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}",
                                                                     InvalidHeaderError)
@@ -657,11 +672,11 @@ class Request:
             if isinstance(body, str):
                 body = body.encode("utf-8")
             elif not isinstance(body, (bytes, bytearray, memoryview)):
-                raise TypeError(f"body must be bytes or str, not {type(body).__name__}")
-            data = bytes(body)
-            self._call(lib.rq_request_set_body, ffi.from_buffer(data) if data else ffi.NULL,
-                       len(data), what="body")
-            self.body = data
+                body = _encoding.read_body(body)  # a file or an iterator: read whole (see _encoding)
+            content = bytes(body)
+            self._call(lib.rq_request_set_body, ffi.from_buffer(content) if content else ffi.NULL,
+                       len(content), what="body")
+            self.body = content
 
         if timeout is not None or connect_timeout is not None or idle_timeout is not None \
                 or retry_delay is not None:
@@ -1204,7 +1219,7 @@ def _parse_rate_limit(value: RateLimitInput) -> Optional[RateLimit]:
     return RateLimit(starts, float(limit.interval), limit.per_host)
 
 
-def _check_fetchable(request: Union[Request, str], kwargs: Dict[str, Any]) -> None:
+def _check_fetchable(request: Union[Request, str], kwargs: RequestOptions) -> None:
     if kwargs.get("stream") or (isinstance(request, Request) and request._stream):
         raise TypeError("fetch() returns the completed response, whose body a stream=True request "
                         "does not keep: use add() and iterate the request's body instead")
@@ -1402,7 +1417,7 @@ class _QueueBase:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def add(self, request: Union[Request, str], /, **kwargs: Any) -> Request:
+    def add(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Request:
         """Adds a request: a :class:`Request`, or a URL and :class:`Request`'s keyword arguments.
         It starts at once if the queue is not suspended and has a free slot. Returns the request."""
         if isinstance(request, Request):
@@ -1573,7 +1588,7 @@ class Queue(_QueueBase):
         self._poller.register(self._fd, select.POLLIN)
         self._poller.register(self._wake_r, select.POLLIN)
 
-    def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
+    def fetch(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error
         (HTTPStatusError for a status >= 400, with the response)."""
         _check_fetchable(request, kwargs)
@@ -1710,7 +1725,7 @@ class AsyncQueue(_QueueBase):
         self._backlogged: Set[Request] = set()
         super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit)
 
-    async def fetch(self, request: Union[Request, str], /, **kwargs: Any) -> Response:
+    async def fetch(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error."""
         _check_fetchable(request, kwargs)
         return await self.add(request, **kwargs)

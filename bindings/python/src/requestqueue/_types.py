@@ -250,6 +250,27 @@ class Response:
         """The body parsed as JSON."""
         return _json.loads(self.body, **kwargs)
 
+    @property
+    def status_code(self) -> int:
+        """:attr:`status`, under the name requests and httpx use."""
+        return self.status
+
+    @property
+    def content(self) -> bytes:
+        """:attr:`body`, under the name requests and httpx use."""
+        return self.body
+
+    def raise_for_status(self) -> "Response":
+        """Raises the error of a request that did not succeed (:class:`HTTPStatusError` for a
+        status >= 400, :class:`RequestTimeoutError`, ... with this response in ``error.response``);
+        returns the response itself otherwise, so that calls chain:
+        ``data = response.raise_for_status().json()``."""
+        if self.outcome != Outcome.OK:
+            from ._errors import OUTCOME_ERRORS, RequestError
+            raise OUTCOME_ERRORS.get(int(self.outcome), RequestError)(
+                self.message or self.outcome.name.lower(), None, self)  # type: ignore[arg-type]
+        return self
+
     def __repr__(self) -> str:
         return (f"<Response {self.status} {self.outcome.name} {self.url} "
                 f"({len(self.body)} bytes)>")

@@ -384,10 +384,48 @@ module RequestQueue
           return false if wait <= 0
         end
         begin
-          IO.select([to_io, @state.idle_reader], nil, nil, wait)
+          if Queue.fiber_scheduler?
+            # Under a Fiber scheduler (the async gem): the scheduler waits, other fibers run. It
+            # waits for one IO, so the idle pipe (another fiber or thread ran the last completion)
+            # is checked every FIBER_IDLE_CHECK seconds.
+            wait_readable(wait.nil? ? FIBER_IDLE_CHECK : [wait, FIBER_IDLE_CHECK].min)
+          else
+            IO.select([to_io, @state.idle_reader], nil, nil, wait)
+          end
         rescue IOError, Errno::EBADF, QueueClosedError
           raise unless @state.closed # closed by another thread while waiting
         end
+      end
+    end
+
+    # How often #run under a Fiber scheduler looks whether another fiber or thread made the queue
+    # idle (seconds).
+    FIBER_IDLE_CHECK = 0.05
+
+    # True when this fiber runs under a non-blocking Fiber scheduler (Ruby >= 3.0, e.g. async).
+    def self.fiber_scheduler?
+      Fiber.respond_to?(:scheduler) && !Fiber.scheduler.nil? && !Fiber.blocking?
+    end
+
+    # Waits until callbacks are pending (the descriptor is readable) or `timeout` seconds have
+    # passed (nil: no limit); returns true when readable. Under a Fiber scheduler the other fibers
+    # run meanwhile; as a scheduler takes one waiter per IO, one fiber of a thread waits on the
+    # descriptor and the others of that thread sleep for at most FIBER_IDLE_CHECK seconds at a time.
+    def wait_readable(timeout = nil)
+      io = to_io
+      return !IO.select([io], nil, nil, timeout).nil? unless Queue.fiber_scheduler?
+
+      waiting = (@fiber_waiting ||= {})
+      thread = Thread.current
+      if waiting[thread]
+        sleep(timeout.nil? ? FIBER_IDLE_CHECK : [timeout, FIBER_IDLE_CHECK].min)
+        return false
+      end
+      waiting[thread] = true
+      begin
+        !io.wait_readable(timeout).nil?
+      ensure
+        waiting.delete(thread)
       end
     end
 

@@ -15,9 +15,12 @@ module RequestQueue
   # Options (all optional):
   #   method:           "GET" (default), "POST", ...; a Symbol is upcased (:post => "POST")
   #   headers:          Hash or Array of [name, value]; a nil value removes a header
-  #   body:             String (sent byte for byte), or a Hash/Array sent form-encoded with
-  #                     Content-Type application/x-www-form-urlencoded (unless one is given)
-  #   params:           Hash or Array appended to the URL's query string, form-encoded
+  #   body:             String (sent byte for byte), a File/IO (read whole when the request is
+  #                     built), or a Hash/Array sent form-encoded as Faraday does (nested hashes
+  #                     as a[b]=1, arrays as a[]=1) with Content-Type
+  #                     application/x-www-form-urlencoded, or multipart/form-data when a value is
+  #                     a File/IO (see Form), unless a Content-Type is given
+  #   params:           Hash or Array appended to the URL's query string, form-encoded (nested)
   #   timeout:          total seconds per attempt (0 = no limit, the default)
   #   connect_timeout:  seconds to connect (default 30)
   #   idle_timeout:     seconds without a byte before giving up (default 60, 0 = off)
@@ -222,7 +225,7 @@ module RequestQueue
       raise TypeError, "URL must be a String or URI, not #{url.class}" unless url.is_a?(String)
       return url if params.nil? || (params.respond_to?(:empty?) && params.empty?)
 
-      query = URI.encode_www_form(params)
+      query = params.is_a?(String) ? params : Form.query(params)
       separator = if url.include?("?")
                     url.end_with?("?", "&") ? "" : "&"
                   else
@@ -254,13 +257,12 @@ module RequestQueue
 
     def set_body(body)
       if body.is_a?(Hash) || body.is_a?(Array)
-        body = URI.encode_www_form(body)
-        unless @content_type
-          RequestQueue.check(Native.rq_request_set_header(@pointer, "Content-Type",
-                                                          "application/x-www-form-urlencoded"))
-        end
+        body, content_type = Form.encode(body)
+        RequestQueue.check(Native.rq_request_set_header(@pointer, "Content-Type", content_type)) unless @content_type
+      elsif body.respond_to?(:read) # a File or IO: read whole (the library takes one buffer)
+        body = Form.read(body)
       end
-      raise TypeError, "body must be a String, Hash or Array, not #{body.class}" unless body.is_a?(String)
+      raise TypeError, "body must be a String, IO, Hash or Array, not #{body.class}" unless body.is_a?(String)
 
       if body.empty?
         RequestQueue.check(Native.rq_request_set_body(@pointer, nil, 0))

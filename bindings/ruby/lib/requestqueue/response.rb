@@ -8,7 +8,11 @@ module RequestQueue
   #   response.outcome      # :ok, :cancelled, :http_status, :timeout, :connection_lost, ...
   #   response.status       # 200; 0 when no response was received
   #   response.body         # binary String (Encoding::BINARY)
-  #   response.headers      # [["Content-Type", "text/plain"], ...] in the order received
+  #   response.headers      # {"Content-Type" => "text/plain", ...}: a Headers (case-insensitive
+  #                         # Hash; repeated headers joined with ", ")
+  #   response.header_pairs # [["Content-Type", "text/plain"], ...] in the order received
+  #   response.code         # the status (as Typhoeus names it)
+  #   response.json         # the body parsed as JSON
   #   response["content-type"]  # first header of that name, case-insensitive, or nil
   #   response.url          # the effective URL, after redirects
   #   response.error        # nil, or the RequestError subclass instance for the outcome
@@ -23,7 +27,7 @@ module RequestQueue
     Metrics = Struct.new(:queued, :dns, :connect, :tls, :first_byte, :total, :bytes_down, :bytes_up,
                          :attempts, :connection_reused, keyword_init: true)
 
-    attr_reader :outcome, :status, :body, :headers, :url, :error_message, :attempts, :request, :metrics
+    attr_reader :outcome, :status, :body, :headers, :header_pairs, :url, :error_message, :attempts, :request, :metrics
 
     # Copies everything out of a borrowed rq_response pointer.
     def self.copy(pointer, request)
@@ -73,7 +77,8 @@ module RequestQueue
       @outcome = outcome
       @status = status
       @body = body
-      @headers = headers
+      @header_pairs = headers
+      @headers = Headers.from_pairs(headers)
       @url = url
       @error_message = error_message
       @attempts = attempts
@@ -86,6 +91,13 @@ module RequestQueue
       outcome == :ok
     end
     alias success? ok?
+    alias code status
+
+    # The body parsed as JSON (JSON.parse options may be given, such as symbolize_names: true).
+    def json(**options)
+      require "json"
+      JSON.parse(body, **options)
+    end
 
     def cancelled?
       outcome == :cancelled
@@ -98,17 +110,14 @@ module RequestQueue
     # The value of the first header named `name` (case-insensitive), or nil.
     def header(name)
       wanted = name.to_s.downcase
-      pair = headers.find { |n, _| n.downcase == wanted }
+      pair = header_pairs.find { |n, _| n.downcase == wanted }
       pair && pair[1]
     end
     alias [] header
 
     # The headers as a Hash with lower-case names; repeated headers are joined with ", ".
     def header_hash
-      headers.each_with_object({}) do |(name, value), hash|
-        key = name.downcase
-        hash[key] = hash.key?(key) ? "#{hash[key]}, #{value}" : value
-      end
+      headers.downcased
     end
 
     # nil when ok?, else an instance of the RequestError subclass for the outcome (for

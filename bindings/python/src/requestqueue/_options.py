@@ -1,0 +1,53 @@
+"""The keyword arguments of :class:`Request` as a ``TypedDict``, so that ``Queue.add(url, **options)``
+and ``fetch`` are checked by a type checker (``mypy --strict`` reports a misspelt or mistyped
+option) while they stay plain keyword arguments at run time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Tuple, TypedDict, Union
+
+from ._encoding import DataInput, FilesInput, ParamsInput
+from ._types import HeadersInput, Outcome, Priority
+
+if TYPE_CHECKING:
+    from ._core import AuthCallback, BodyCallback, BodyInput, CompleteCallback, PathInput, ProgressCallback
+
+__all__ = ["RequestOptions"]
+
+
+class RequestOptions(TypedDict, total=False):
+    """Every keyword argument of :class:`Request` (all optional): see its documentation."""
+
+    method: str
+    headers: Optional[HeadersInput]
+    body: Optional["BodyInput"]
+    json: Any
+    params: Optional[ParamsInput]
+    data: Optional[DataInput]
+    files: Optional[FilesInput]
+    timeout: Optional[float]
+    connect_timeout: Optional[float]
+    idle_timeout: Optional[float]
+    auth: Optional[Tuple[str, str]]
+    retry: bool
+    retry_delay: Optional[float]
+    retry_outcomes: Optional[Iterable[Union[Outcome, int]]]
+    max_attempts: Optional[int]
+    retry_backoff: Optional[float]
+    retry_max_delay: Optional[float]
+    retry_jitter: Optional[float]
+    retry_statuses: Optional[Iterable[int]]
+    retry_non_idempotent: bool
+    priority: Union[Priority, int, str]
+    tag: Optional[str]
+    max_redirects: Optional[int]
+    max_response_size: Optional[int]
+    ca_file: Optional["PathInput"]
+    stream: bool
+    output_file: Optional["PathInput"]
+    resume: bool
+    on_complete: Optional["CompleteCallback"]
+    on_upload_progress: Optional["ProgressCallback"]
+    on_download_progress: Optional["ProgressCallback"]
+    on_auth: Optional["AuthCallback"]
+    on_body: Optional["BodyCallback"]

@@ -1,0 +1,257 @@
+"""httpx transports that send every request of an ``httpx.Client`` / ``httpx.AsyncClient`` through a
+RequestQueue queue: its limits (``max_concurrent``, ``max_per_host``, ``rate_limit``), retries,
+priorities and libcurl engine, with the httpx code around it unchanged::
+
+    import httpx
+    import requestqueue.httpx
+
+    async with httpx.AsyncClient(transport=requestqueue.httpx.AsyncHTTPTransport(max_concurrent=8)) as client:
+        responses = await asyncio.gather(*(client.get(url) for url in urls))
+
+    with httpx.Client(transport=requestqueue.httpx.HTTPTransport(max_per_host=2)) as client:
+        with client.stream("GET", url) as response:
+            for chunk in response.iter_bytes():
+                ...
+
+What maps to what:
+
+* httpx does what it does with every transport: redirects (the queue's requests follow none),
+  authentication, cookies, content decoding (``Accept-Encoding`` is sent as httpx sets it and the
+  body comes back as the server sent it), ``raise_for_status``.
+* Timeouts (``httpx.Timeout``): ``connect`` is the request's connect timeout; ``read`` and
+  ``write`` become its idle timeout (the longer of the two: the attempt fails when no byte is
+  received or sent for that long); ``None`` disables them. ``pool`` has no counterpart: the time a
+  request waits in the queue for a free slot is not limited.
+* Errors are httpx's: ``ConnectError`` (refused, unknown host, TLS), ``ConnectTimeout``,
+  ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection lost), ``RemoteProtocolError``
+  (malformed response), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
+  e.g. ``queue.cancel_all()``). A status >= 400 is a response, as with httpx's own transport.
+* Cancelling the task that awaits a request (``asyncio.wait_for``, a ``TaskGroup`` failing, ...)
+  cancels the request in the queue.
+* Request bodies (bytes, files, iterators, async iterators) are read whole before the request is
+  queued: the library takes a body as one buffer. Response bodies are complete when the response is
+  returned (the library gives the status and headers with the completion), so
+  ``client.stream(...)`` reads a body that is already in memory.
+* The transport's queue allows duplicates (every request is sent, as httpx users expect). A queue
+  given with ``queue=`` must have ``duplicates="allow"``; it is not closed with the transport.
+
+Per request, ``extensions={"requestqueue": {"priority": "high", "tag": "pages"}}`` overrides the
+transport's request options (the keys of :class:`TransportOptions`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, TypedDict, Union
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("requestqueue.httpx needs httpx: pip install httpx") from exc
+
+from ._core import AsyncQueue, PathInput, Queue, RateLimitInput, Request
+from ._errors import (
+    HTTPStatusError,
+    RequestError,
+    UnsupportedSchemeError,
+)
+from ._types import Duplicates, Order, Outcome, Priority, Response
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["HTTPTransport", "AsyncHTTPTransport", "TransportOptions"]
+
+
+class TransportOptions(TypedDict, total=False):
+    """Options of :class:`Request` that a transport applies to each of its requests (see
+    :class:`requestqueue.Request`)."""
+
+    retry: bool
+    retry_delay: Optional[float]
+    retry_outcomes: Optional[Iterable[Union[Outcome, int]]]
+    max_attempts: Optional[int]
+    retry_backoff: Optional[float]
+    retry_max_delay: Optional[float]
+    retry_jitter: Optional[float]
+    retry_statuses: Optional[Iterable[int]]
+    retry_non_idempotent: bool
+    priority: Union[Priority, int, str]
+    tag: Optional[str]
+    max_response_size: Optional[int]
+    ca_file: Optional[PathInput]
+
+
+_OPTION_NAMES = frozenset(TransportOptions.__annotations__)
+# Headers that describe the connection or the framing of the body: libcurl sets its own.
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+                         "trailer", "upgrade", "content-length"})
+
+
+def _check_options(options: Dict[str, Any], what: str) -> None:
+    unknown = sorted(set(options) - _OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"{what}: unknown option(s) {', '.join(unknown)} (allowed: {', '.join(sorted(_OPTION_NAMES))})")
+
+
+class _Base:
+    """What the two transports share: options, building the queue's request, mapping the result."""
+
+    _owns_queue = True
+
+    def _setup(self, queue: Union[Queue, AsyncQueue, None], kind: type, max_concurrent: int, mode: Union[Order, str],
+               max_per_host: int, rate_limit: RateLimitInput, verify: Union[bool, str, PathInput],
+               retries: int, options: Dict[str, Any]) -> Any:
+        _check_options(options, type(self).__name__)
+        self._options = dict(options)
+        if verify is False:
+            raise ValueError("verify=False: requestqueue always verifies certificates; give verify= a "
+                             "CA file (PEM) that trusts the server instead")
+        if verify is not True:
+            if not isinstance(verify, (str, bytes)) and not hasattr(verify, "__fspath__"):
+                raise TypeError("verify must be True or the path of a CA file (an ssl.SSLContext is not supported)")
+            self._options.setdefault("ca_file", verify)
+        if retries:
+            # httpx's own transport retries failed connections, with an exponential backoff.
+            self._options.setdefault("retry", True)
+            self._options.setdefault("retry_outcomes", [Outcome.CANNOT_CONNECT, Outcome.CANNOT_RESOLVE_HOST])
+            self._options.setdefault("max_attempts", retries + 1)
+            self._options.setdefault("retry_delay", 0.5)
+            self._options.setdefault("retry_backoff", 2.0)
+        if queue is None:
+            return kind(max_concurrent, mode, "allow", max_per_host=max_per_host, rate_limit=rate_limit)
+        if not isinstance(queue, kind):
+            raise TypeError(f"{type(self).__name__} needs a {kind.__name__}, not a {type(queue).__name__}")
+        if queue.duplicates != Duplicates.ALLOW:
+            raise ValueError(f"the queue of a transport must allow duplicates (every request is sent): "
+                             f"create it with duplicates=\"allow\", not {queue.duplicates.value!r}")
+        self._owns_queue = False
+        return queue
+
+    def _build(self, request: httpx.Request, body: bytes) -> Request:
+        options = self._options
+        extra = request.extensions.get("requestqueue")
+        if extra:
+            _check_options(dict(extra), "extensions['requestqueue']")
+            options = {**options, **extra}
+        headers: Dict[str, Tuple[str, List[bytes]]] = {}
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.decode("latin-1")
+            key = name.lower()
+            if key in _HOP_BY_HOP:
+                continue
+            headers.setdefault(key, (name, []))[1].append(raw_value)
+        header_list = [(name, (b"; " if key == "cookie" else b", ").join(values))
+                       for key, (name, values) in headers.items()]
+        timeouts = request.extensions.get("timeout", {})
+        idle = [t for t in (timeouts.get("read"), timeouts.get("write")) if t is not None]
+        connect = timeouts.get("connect")
+        try:
+            return Request(str(request.url), request.method, headers=header_list, body=body or None,
+                           connect_timeout=0 if connect is None else connect,
+                           idle_timeout=max(idle) if idle else 0,
+                           max_redirects=0, **options)
+        except UnsupportedSchemeError as exc:
+            raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
+        except ValueError as exc:  # an invalid URL, header, method, ...
+            raise httpx.LocalProtocolError(str(exc)) from exc
+
+    @staticmethod
+    def _response(request: httpx.Request, rq_request: Request, body: bytes) -> httpx.Response:
+        error = rq_request.exception()
+        response = rq_request.response
+        assert response is not None
+        if error is None or isinstance(error, HTTPStatusError):
+            return httpx.Response(response.status, headers=response.headers.raw,
+                                  stream=httpx.ByteStream(response.body), request=request,
+                                  extensions={"http_version": b"HTTP/1.1"})
+        raise _httpx_error(request, response, body) from error
+
+
+def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exception:
+    message = response.message or response.outcome.name.lower()
+    outcome = response.outcome
+    metrics = response.metrics
+    error: type
+    if outcome == Outcome.TIMEOUT:
+        if metrics is None or metrics.connect is None:
+            error = httpx.ConnectTimeout
+        elif body and metrics.bytes_up < len(body) and not metrics.first_byte:
+            error = httpx.WriteTimeout
+        else:
+            error = httpx.ReadTimeout
+    elif outcome in (Outcome.CANNOT_CONNECT, Outcome.CANNOT_RESOLVE_HOST, Outcome.TLS):
+        error = httpx.ConnectError
+    elif outcome in (Outcome.CONNECTION_LOST, Outcome.RESPONSE_TOO_LARGE):
+        error = httpx.ReadError
+    elif outcome in (Outcome.BAD_RESPONSE, Outcome.BAD_REDIRECT):
+        error = httpx.RemoteProtocolError
+    elif outcome == Outcome.TOO_MANY_REDIRECTS:
+        error = httpx.TooManyRedirects
+    elif outcome == Outcome.TRANSPORT:
+        error = httpx.NetworkError
+    else:  # CANCELLED by someone else than the caller (cancel_all, the queue closed), ...
+        error = httpx.TransportError
+    return error(message, request=request)
+
+
+class HTTPTransport(_Base, httpx.BaseTransport):
+    """An ``httpx.BaseTransport`` on a :class:`requestqueue.Queue`, for ``httpx.Client``.
+
+    ``HTTPTransport(queue=None, *, max_concurrent=100, mode="fifo", max_per_host=0,
+    rate_limit=None, verify=True, retries=0, **options)``: without `queue`, the transport makes
+    its own queue with these settings (and duplicates allowed) and closes it with the client.
+    `verify` is True or a CA file (certificates are always verified); `retries` retries failed
+    connections as httpx's transport does; `options` (:class:`TransportOptions`: ``retry``,
+    ``priority``, ``tag``, ...) apply to every request. Several threads may share the client.
+    """
+
+    def __init__(self, queue: Optional[Queue] = None, *, max_concurrent: int = 100,
+                 mode: Union[Order, str] = Order.FIFO, max_per_host: int = 0,
+                 rate_limit: RateLimitInput = None, verify: Union[bool, PathInput] = True, retries: int = 0,
+                 **options: Unpack[TransportOptions]) -> None:
+        self.queue: Queue = self._setup(queue, Queue, max_concurrent, mode, max_per_host, rate_limit, verify,
+                                        retries, dict(options))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        rq_request = self._build(request, body)
+        self.queue.add(rq_request)
+        try:
+            rq_request.result()
+        except RequestError:
+            pass  # mapped by _response
+        except BaseException:
+            rq_request.cancel()  # KeyboardInterrupt, ...: the request goes too
+            raise
+        return self._response(request, rq_request, body)
+
+    def close(self) -> None:
+        if self._owns_queue:
+            self.queue.close()
+
+
+class AsyncHTTPTransport(_Base, httpx.AsyncBaseTransport):
+    """An ``httpx.AsyncBaseTransport`` on a :class:`requestqueue.AsyncQueue`, for
+    ``httpx.AsyncClient``; the same arguments as :class:`HTTPTransport`. Cancelling a task that
+    awaits a request cancels the request."""
+
+    def __init__(self, queue: Optional[AsyncQueue] = None, *, max_concurrent: int = 100,
+                 mode: Union[Order, str] = Order.FIFO, max_per_host: int = 0,
+                 rate_limit: RateLimitInput = None, verify: Union[bool, PathInput] = True, retries: int = 0,
+                 **options: Unpack[TransportOptions]) -> None:
+        self.queue: AsyncQueue = self._setup(queue, AsyncQueue, max_concurrent, mode, max_per_host, rate_limit,
+                                             verify, retries, dict(options))
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        rq_request = self._build(request, body)
+        self.queue.add(rq_request)
+        try:
+            await rq_request  # a cancelled task cancels the request (see Request.__await__)
+        except RequestError:
+            pass  # mapped by _response
+        return self._response(request, rq_request, body)
+
+    async def aclose(self) -> None:
+        if self._owns_queue:
+            await self.queue.aclose()

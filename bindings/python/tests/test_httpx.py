@@ -1,0 +1,229 @@
+"""requestqueue.httpx: the real httpx (Client and AsyncClient, in their own usage patterns) with the
+transports, against the fixture server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+httpx = pytest.importorskip("httpx")  # scripts/test-python installs it
+
+import requestqueue as rq  # noqa: E402
+import requestqueue.httpx as rqx  # noqa: E402
+
+from conftest import pattern  # noqa: E402
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_async_client_gather_respects_max_concurrent(server, uid):
+    async def main():
+        transport = rqx.AsyncHTTPTransport(max_concurrent=2)
+        async with httpx.AsyncClient(transport=transport) as client:
+            responses = await asyncio.gather(*(
+                client.get(server.url(f"/bytes?n={100 + i}&delay=0.2&id={uid}&group={uid}"))
+                for i in range(6)))
+            assert transport.queue.stats.succeeded == 6
+        assert transport.queue.closed  # the client closed its transport's own queue
+        return responses
+
+    responses = run(main())
+    assert [r.status_code for r in responses] == [200] * 6
+    assert [r.content for r in responses] == [pattern(100 + i) for i in range(6)]
+    assert isinstance(responses[0], httpx.Response)
+    assert server.log()["peaks"][uid] == 2  # never more than max_concurrent at the server
+
+
+def test_duplicates_are_all_sent(server, uid):
+    async def main():
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            url = server.url(f"/bytes?n=10&delay=0.1&id={uid}")
+            return await asyncio.gather(*(client.get(url) for _ in range(3)))
+
+    responses = run(main())
+    assert [r.status_code for r in responses] == [200] * 3
+    assert len(server.requests(id=uid)) == 3
+
+
+def test_given_queue_must_allow_duplicates():
+    with rq.Queue() as queue:  # duplicates="cancel_earlier" by default
+        with pytest.raises(ValueError, match="allow"):
+            rqx.HTTPTransport(queue)
+    with rq.Queue(duplicates="allow") as queue:
+        transport = rqx.HTTPTransport(queue)
+        transport.close()
+        assert not queue.closed  # a given queue stays the caller's
+
+
+def test_client_stream_iterates_the_body(server, uid):
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with client.stream("GET", server.url(f"/bytes?n=300000&id={uid}")) as response:
+            assert response.status_code == 200
+            received = b"".join(response.iter_bytes())
+    assert received == pattern(300000)
+
+
+def test_async_stream_and_headers(server, uid):
+    async def main():
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            async with client.stream("GET", server.url(f"/bytes?n=5000&id={uid}")) as response:
+                chunks = [chunk async for chunk in response.aiter_bytes()]
+                return response, b"".join(chunks)
+
+    response, body = run(main())
+    assert body == pattern(5000)
+    assert response.headers["content-length"] == "5000"
+
+
+def test_request_headers_params_and_bodies(server):
+    def chunks():
+        yield b"it"
+        yield b"erator"
+
+    with httpx.Client(transport=rqx.HTTPTransport(), headers={"X-Client": "yes"}) as client:
+        echo = client.post(server.url("/echo"), params={"q": "a b"}, content=b"raw bytes",
+                           headers={"X-One": "1"}).json()
+        assert echo["method"] == "POST" and echo["path"] == "/echo?q=a+b"
+        assert echo["body"] == "raw bytes" and echo["headers"]["content-length"] == "9"
+        assert echo["headers"]["x-one"] == "1" and echo["headers"]["x-client"] == "yes"
+        assert echo["headers"]["user-agent"].startswith("python-httpx/")
+        streamed = client.put(server.url("/echo"), content=chunks()).json()
+        assert streamed["method"] == "PUT" and streamed["body"] == "iterator"
+        # httpx sends an iterator chunked; the queue reads it whole and sends its length instead.
+        assert streamed["headers"]["content-length"] == "8"
+        assert "transfer-encoding" not in streamed["headers"]
+        form = client.post(server.url("/echo"), data={"a": "1", "b": "x y"}).json()
+        assert form["body"] == "a=1&b=x+y"
+        assert form["headers"]["content-type"] == "application/x-www-form-urlencoded"
+        upload = client.post(server.url("/echo"), files={"f": ("n.txt", b"hello", "text/plain")}).json()
+        assert 'filename="n.txt"' in upload["body"] and "hello" in upload["body"]
+
+
+def test_async_iterator_body(server):
+    async def chunks():
+        for piece in (b"async ", b"pieces"):
+            await asyncio.sleep(0)
+            yield piece
+
+    async def main():
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            return (await client.post(server.url("/echo"), content=chunks())).json()
+
+    echo = run(main())
+    assert echo["body"] == "async pieces" and echo["headers"]["content-length"] == "12"
+
+
+def test_status_errors_are_responses_and_redirects_are_httpx_s(server):
+    with httpx.Client(transport=rqx.HTTPTransport(), follow_redirects=True) as client:
+        response = client.get(server.url("/status/404"))
+        assert response.status_code == 404 and response.text == "status 404"
+        with pytest.raises(httpx.HTTPStatusError):
+            response.raise_for_status()
+        redirected = client.get(server.url("/redirect/2"))
+        assert redirected.status_code == 200 and redirected.text == "redirected"
+        assert [r.status_code for r in redirected.history] == [302, 302]  # httpx followed them
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        assert client.get(server.url("/redirect/1")).status_code == 302
+
+
+def test_timeouts_map_to_httpx(server, uid):
+    with httpx.Client(transport=rqx.HTTPTransport(), timeout=httpx.Timeout(5.0, read=0.3)) as client:
+        with pytest.raises(httpx.ReadTimeout) as info:
+            client.get(server.url(f"/stall?s=30&id={uid}"))
+        assert info.value.request.url == server.url(f"/stall?s=30&id={uid}")
+    assert len(server.requests(id=uid)) == 1
+
+
+def test_connection_errors_map_to_httpx(server):
+    port = server.closed_port()
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with pytest.raises(httpx.ConnectError):
+            client.get(f"http://127.0.0.1:{port}/")
+        with pytest.raises(httpx.ReadError):
+            client.get(server.url("/reset"))
+        with pytest.raises(httpx.UnsupportedProtocol):
+            client.get("ftp://127.0.0.1/")
+
+
+def test_retries_retry_failed_connections(server):
+    port = server._get("/_/refuse-then-accept?after=0.4")["port"]
+    with httpx.Client(transport=rqx.HTTPTransport(retries=5)) as client:
+        response = client.get(f"http://127.0.0.1:{port}/bytes?n=7")
+    assert response.status_code == 200 and response.content == pattern(7)
+
+
+def test_cancelling_the_task_cancels_the_request(server, uid):
+    async def main():
+        transport = rqx.AsyncHTTPTransport()
+        async with httpx.AsyncClient(transport=transport, timeout=None) as client:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(client.get(server.url(f"/stall?s=30&id={uid}")), 0.3)
+            assert transport.queue.count == 0
+            return transport.queue.stats
+
+    stats = run(main())
+    assert stats.cancelled == 1 and stats.succeeded == 0
+    assert len(server.requests(id=uid)) == 1
+
+
+def test_queue_options_and_per_request_extensions(server, uid):
+    async def main():
+        queue = rq.AsyncQueue(max_concurrent=1, duplicates="allow", suspended=True)
+        transport = rqx.AsyncHTTPTransport(queue, tag="mine")
+        async with httpx.AsyncClient(transport=transport) as client:
+            low = asyncio.ensure_future(client.get(server.url(f"/bytes?n=1&id={uid}&k=low")))
+            await asyncio.sleep(0.05)
+            high = asyncio.ensure_future(client.get(server.url(f"/bytes?n=1&id={uid}&k=high"),
+                                                    extensions={"requestqueue": {"priority": "high"}}))
+            while queue.count_tag("mine") < 2:
+                await asyncio.sleep(0.01)
+            queue.resume()
+            await asyncio.gather(low, high)
+        assert not queue.closed
+        await queue.aclose()
+
+    run(main())
+    assert [e["path"].rsplit("=", 1)[1] for e in server.requests(id=uid)] == ["high", "low"]
+
+
+def test_sync_client_shared_by_threads(server, uid):
+    results = []
+    with httpx.Client(transport=rqx.HTTPTransport(max_concurrent=3)) as client:
+        def fetch(i):
+            results.append(client.get(server.url(f"/bytes?n={i}&delay=0.1&id={uid}&group={uid}")).content)
+
+        threads = [threading.Thread(target=fetch, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(results, key=len) == [pattern(i) for i in range(8)]
+    assert server.log()["peaks"][uid] <= 3
+
+
+def test_https_with_verify_ca_file(https_server, tls_files):
+    cert, _ = tls_files
+    with httpx.Client(transport=rqx.HTTPTransport(verify=str(cert))) as client:
+        assert client.get(https_server.url("/bytes?n=3")).content == pattern(3)
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with pytest.raises(httpx.ConnectError):  # the system CAs do not trust the test certificate
+            client.get(https_server.url("/bytes?n=3"))
+    with pytest.raises(ValueError, match="always verifies"):
+        rqx.HTTPTransport(verify=False)
+
+
+def test_unknown_transport_option_is_refused():
+    with pytest.raises(TypeError, match="unknown option"):
+        rqx.HTTPTransport(stream=True)  # type: ignore[call-arg]
+
+
+def test_echo_json_roundtrip(server):
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        echo = client.post(server.url("/echo"), json={"k": [1, 2]}).json()
+    assert json.loads(echo["body"]) == {"k": [1, 2]}
+    assert echo["headers"]["content-type"] == "application/json"

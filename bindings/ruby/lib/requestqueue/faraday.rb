@@ -1,0 +1,219 @@
+# frozen_string_literal: true
+
+require "faraday"
+require "requestqueue"
+
+module RequestQueue
+  # A Faraday adapter (Faraday 1.x, as Debian ships it, and 2.x), registered as :requestqueue:
+  #
+  #   require "requestqueue/faraday"
+  #   conn = Faraday.new(url: "http://127.0.0.1:8000") { |f| f.adapter :requestqueue, max_concurrent: 8 }
+  #   conn.get("/")                                  # one request, on the connection's queue
+  #   conn.in_parallel do                            # all on one queue, at most 8 at once
+  #     responses = urls.map { |u| conn.get(u) }
+  #   end                                            # responses are complete here
+  #
+  # Adapter options: those of Queue.new (max_concurrent: (default 8), max_per_host:, mode:,
+  # rate_limit: [starts, interval] or {starts:, per:, per_host:}) and request options applied to
+  # every request (retry:, priority:, tag:, max_response_size:, ca_file:). The queue allows
+  # duplicates: every request is sent.
+  #
+  # The requests of one connection share its adapter's queue, so its limits hold across threads
+  # and fibers that use the connection at once (each call waits for its own request, dispatching
+  # the queue meanwhile); an `in_parallel` block runs on a queue of its own with the same options.
+  #
+  # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
+  # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
+  # ssl.ca_file (ssl.verify = false is refused: certificates are always verified), on_data
+  # (streaming: the 2xx body piece by piece as it arrives; another body in one piece at the end).
+  # Faraday's middleware follows redirects if you add it (the adapter follows none). Errors are
+  # Faraday's: ConnectionFailed (refused, unknown host, connection lost, cancelled),
+  # TimeoutError, SSLError. Request bodies are sent as one buffer (an IO is read whole first).
+  class FaradayAdapter < ::Faraday::Adapter
+    self.supports_parallel = true
+
+    QUEUE_OPTIONS = %i[max_concurrent max_per_host mode rate_limit].freeze
+    REQUEST_OPTIONS = %i[retry priority tag max_response_size ca_file].freeze
+    # Headers that describe the connection or the framing: libcurl sets its own.
+    SKIPPED_HEADERS = %w[connection keep-alive transfer-encoding content-length].freeze
+
+    # Runs the requests of a `conn.in_parallel` block on one queue.
+    class ParallelManager
+      def initialize(options = {})
+        @options = options
+        @queue = nil
+        @errors = []
+      end
+
+      # The queue of this parallel block (created with the options of the first adapter using it).
+      def queue(options = @options)
+        @queue ||= FaradayAdapter.new_queue(options)
+      end
+
+      def add(request, &finish)
+        request.on_complete do |response|
+          finish.call(response)
+        rescue StandardError => e # an error of one request does not stop the others
+          @errors << e
+        end
+        queue << request
+      end
+
+      # Runs every request added; raises the first error (a Faraday error) once all have ended.
+      def run
+        return unless @queue
+
+        @queue.run
+        error = @errors.first
+        raise error if error
+      ensure
+        @queue&.close
+        @queue = nil
+        @errors = []
+      end
+    end
+
+    def self.setup_parallel_manager(options = {})
+      ParallelManager.new(options)
+    end
+
+    def self.new_queue(options)
+      queue_options = { max_concurrent: 8 }.merge(options.slice(:max_concurrent, :max_per_host, :mode))
+      queue = Queue.new(**queue_options, duplicates: :allow)
+      limit = options[:rate_limit]
+      if limit.is_a?(Hash)
+        queue.rate_limit(limit.fetch(:starts), per: limit.fetch(:per, 1.0), per_host: limit.fetch(:per_host, false))
+      elsif limit
+        queue.rate_limit(*limit)
+      end
+      queue
+    end
+
+    def initialize(app = nil, options = {}, &block)
+      super
+      options ||= {}
+      unknown = options.keys - QUEUE_OPTIONS - REQUEST_OPTIONS
+      raise ArgumentError, "requestqueue adapter: unknown option(s) #{unknown.join(", ")}" unless unknown.empty?
+
+      @queue_options = options.slice(*QUEUE_OPTIONS)
+      @request_options = options.slice(*REQUEST_OPTIONS)
+      @queue = nil
+      @queue_pid = nil
+      @queue_lock = Mutex.new
+    end
+
+    # Closes the connection's queue (Faraday 2 calls it from Connection#close); a later request
+    # makes a new one.
+    def close
+      queue = @queue_lock.synchronize { @queue.tap { @queue = nil } }
+      queue&.close
+    end
+
+    def call(env)
+      super
+      streamed = { bytes: nil } # set once on_data has been given a piece of the body
+      request = build_request(env, streamed)
+      manager = env[:parallel_manager]
+      if manager.is_a?(ParallelManager)
+        manager.queue(@queue_options)
+        manager.add(request) { |response| finish(env, response, streamed) }
+      else
+        queue = shared_queue
+        queue << request
+        wait_for(queue, request)
+        finish(env, request.response, streamed)
+      end
+      @app.call(env)
+    end
+
+    # How often a call waiting for its request looks whether another thread or fiber dispatched
+    # its completion (seconds).
+    COMPLETION_CHECK = 0.05
+
+    private
+
+    def shared_queue
+      @queue_lock.synchronize do
+        # (A forked child leaves the parent's queue alone and makes its own.)
+        @queue = nil if @queue && (@queue.closed? || @queue_pid != Process.pid)
+        @queue_pid = Process.pid
+        @queue ||= FaradayAdapter.new_queue(@queue_options)
+      end
+    end
+
+    # Dispatches the queue until `request` has completed: the completion may be run by this call or
+    # by another thread or fiber dispatching the same queue. Under a Fiber scheduler the wait lets
+    # other fibers run. Interrupted (Ctrl-C, Thread#raise, a stopped Async task): the request is
+    # cancelled.
+    def wait_for(queue, request)
+      until request.completed?
+        queue.dispatch
+        break if request.completed?
+
+        queue.wait_readable(COMPLETION_CHECK)
+      end
+    rescue Exception # rubocop:disable Lint/RescueException -- re-raised: the request must not go on alone
+      request.cancel unless request.completed?
+      raise
+    end
+
+    def build_request(env, streamed)
+      req = env[:request] || {}
+      ssl = env[:ssl]
+      raise ArgumentError, "requestqueue always verifies certificates: set ssl.ca_file instead of verify: false" if ssl && ssl[:verify] == false
+
+      options = @request_options.dup
+      options[:ca_file] = ssl[:ca_file] if ssl && ssl[:ca_file]
+      open = req[:open_timeout] || req[:timeout]
+      idle = [req[:read_timeout], req[:write_timeout]].compact.max || req[:timeout]
+      options[:connect_timeout] = open if open
+      options[:idle_timeout] = idle if idle
+      headers = env[:request_headers].reject { |name, _| SKIPPED_HEADERS.include?(name.to_s.downcase) }
+      body = env[:body]
+      body = body.read if body.respond_to?(:read) # Faraday::CompositeReadIO (multipart), IO
+      body = nil if body.is_a?(String) && body.empty? && !%i[post put patch].include?(env[:method])
+      request = Request.new(env[:url].to_s, method: env[:method], headers: headers, body: body,
+                                            max_redirects: 0, **options)
+      on_data = req[:on_data]
+      if on_data
+        request.on_body do |chunk, offset|
+          streamed[:bytes] = offset + chunk.bytesize
+          deliver(on_data, chunk, streamed[:bytes], env)
+        end
+      end
+      request
+    rescue RequestQueue::CallError => e
+      raise ::Faraday::ConnectionFailed, e
+    end
+
+    # Faraday 2 passes the env as a third argument to an on_data that takes it.
+    def deliver(on_data, chunk, size, env)
+      on_data.arity == 2 ? on_data.call(chunk, size) : on_data.call(chunk, size, env)
+    end
+
+    def finish(env, response, streamed)
+      case response.outcome
+      when :ok, :http_status
+        body = response.body
+        on_data = env[:request] && env[:request][:on_data]
+        if on_data
+          # A body that was not streamed (not a 2xx) goes to on_data in one piece.
+          deliver(on_data, body, body.bytesize, env) if streamed[:bytes].nil? && !body.empty?
+          body = +""
+        end
+        save_response(env, response.status, body, response.headers.to_h)
+        # In a parallel block Faraday leaves finishing the response (its on_complete callbacks) to
+        # the adapter.
+        env.response.finish(env) if env.parallel? && !env.response.finished?
+      when :timeout
+        raise ::Faraday::TimeoutError, response.error_message
+      when :tls
+        raise ::Faraday::SSLError, response.error_message
+      else
+        raise ::Faraday::ConnectionFailed, "#{response.outcome}: #{response.error_message}"
+      end
+    end
+  end
+end
+
+::Faraday::Adapter.register_middleware(requestqueue: RequestQueue::FaradayAdapter)

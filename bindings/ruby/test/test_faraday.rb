@@ -1,0 +1,189 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "tmpdir"
+
+begin
+  require "requestqueue/faraday"
+rescue LoadError => e
+  warn "test_faraday: skipped (#{e.message}); scripts/test-ruby installs ruby-faraday"
+end
+
+if defined?(RequestQueue::FaradayAdapter)
+  # The Faraday adapter :requestqueue with the real Faraday.
+  class TestFaraday < Minitest::Test
+    include RequestQueueTestHelpers
+
+    PATTERN = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+    def pattern(n)
+      (PATTERN * (n / PATTERN.size + 1))[0, n]
+    end
+
+    def connection(**options, &block)
+      Faraday.new(url: url("/")) do |f|
+        block&.call(f)
+        f.adapter :requestqueue, **options
+      end
+    end
+
+    def test_get_post_headers_and_params
+      conn = connection
+      response = conn.get("/bytes", n: 50, id: "fget", header: "X-Rep:a")
+      assert_equal 200, response.status
+      assert_equal pattern(50), response.body
+      assert_equal "50", response.headers["content-length"]
+      assert_equal "a", response.headers["X-REP"]
+      echo = JSON.parse(conn.post("/echo", "payload", "X-One" => "1").body)
+      assert_equal ["POST", "payload", "1"], [echo["method"], echo["body"], echo["headers"]["x-one"]]
+      assert_equal "7", echo["headers"]["content-length"]
+    end
+
+    def test_in_parallel_runs_on_one_queue_with_its_limit
+      conn = connection(max_concurrent: 2)
+      responses = nil
+      conn.in_parallel do
+        responses = (1..6).map { |i| conn.get("/bytes?n=#{i}&delay=0.2&id=par&group=par") }
+        assert responses.none?(&:finished?), "requests complete when the block ends"
+      end
+      assert_equal (1..6).map { |i| pattern(i) }, responses.map(&:body)
+      assert_equal 6, logged("par").size
+      assert_equal 2, Fixture.log["peaks"]["par"]
+    end
+
+    def test_in_parallel_sends_duplicates
+      conn = connection
+      responses = nil
+      conn.in_parallel { responses = Array.new(3) { conn.get("/bytes?n=4&delay=0.1&id=dup") } }
+      assert_equal [200] * 3, responses.map(&:status)
+      assert_equal 3, logged("dup").size
+    end
+
+    def test_on_data_streams_the_body
+      chunks = []
+      sizes = []
+      response = connection.get("/bytes?n=300000") do |req|
+        req.options.on_data = proc { |chunk, size| chunks << chunk; sizes << size }
+      end
+      assert_equal 200, response.status
+      assert_equal pattern(300_000), chunks.join
+      assert_equal 300_000, sizes.last
+      assert_operator chunks.size, :>, 1
+      assert_equal "", response.body
+    end
+
+    def test_status_errors_with_raise_error_middleware
+      conn = connection { |f| f.response :raise_error }
+      error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }
+      assert_equal 404, error.response[:status]
+      assert_equal 404, connection.get("/status/404").status # without the middleware: a response
+      assert_equal 302, connection.get("/redirect/1").status # redirects are the middleware's job
+    end
+
+    def test_errors_are_faradays
+      closed = Fixture.get_json("/_/refuse-then-accept?after=3600")["port"]
+      conn = Faraday.new(url: "http://127.0.0.1:#{closed}") { |f| f.adapter :requestqueue }
+      assert_raises(Faraday::ConnectionFailed) { conn.get("/") }
+      assert_raises(Faraday::TimeoutError) do
+        connection.get("/stall?s=30&id=ftime") { |req| req.options.timeout = 0.3 }
+      end
+      assert_equal 1, logged("ftime").size
+      assert_raises(Faraday::ConnectionFailed) { connection.get("/reset") }
+      error = assert_raises(ArgumentError) do
+        Faraday.new(url: url("/"), ssl: { verify: false }) { |f| f.adapter :requestqueue }.get("/")
+      end
+      assert_match(/always verifies/, error.message)
+    end
+
+    # An HTTPS instance of the fixture server with a self-signed certificate made by openssl.
+    def with_https_server
+      Dir.mktmpdir do |dir|
+        cert = File.join(dir, "cert.pem")
+        key = File.join(dir, "key.pem")
+        made = system("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", key,
+                      "-out", cert, "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                      out: File::NULL, err: File::NULL)
+        skip "the openssl command is needed to make a test certificate" unless made
+        io = IO.popen(["python3", Fixture::SERVER, "--exit-on-stdin-eof", "--tls-cert", cert, "--tls-key", key], "r+")
+        begin
+          port = io.gets.to_s[/\APORT (\d+)/, 1]
+          flunk "the HTTPS fixture server did not start" unless port
+          yield "https://127.0.0.1:#{port}", cert
+        ensure
+          io.close_write
+          Process.wait(io.pid)
+          io.close
+        end
+      end
+    end
+
+    def test_ssl_ca_file_and_ssl_errors
+      with_https_server do |base, cert|
+        trusted = Faraday.new(url: base, ssl: { ca_file: cert }) { |f| f.adapter :requestqueue }
+        assert_equal pattern(5), trusted.get("/bytes?n=5").body
+        untrusted = Faraday.new(url: base) { |f| f.adapter :requestqueue } # the system CAs do not trust it
+        assert_raises(Faraday::SSLError) { untrusted.get("/bytes?n=5") }
+      end
+    end
+
+    def test_in_parallel_raises_a_failure_after_the_others_completed
+      closed = Fixture.get_json("/_/refuse-then-accept?after=3600")["port"]
+      conn = connection
+      ok = nil
+      assert_raises(Faraday::ConnectionFailed) do
+        conn.in_parallel do
+          ok = conn.get("/bytes?n=2&id=pok")
+          conn.get("http://127.0.0.1:#{closed}/")
+        end
+      end
+      assert ok.finished?
+      assert_equal pattern(2), ok.body
+    end
+
+    def test_url_encoded_nested_form_through_faraday
+      conn = connection { |f| f.request :url_encoded }
+      echo = JSON.parse(conn.post("/echo", user: { name: "n" }).body)
+      assert_equal "user%5Bname%5D=n", echo["body"]
+    end
+
+    def test_requests_of_async_fibers_overlap
+      begin
+        require "async"
+      rescue LoadError
+        skip "the async gem is not installed (scripts/test-ruby installs ruby-async)"
+      end
+      conn = connection
+      statuses = []
+      Async do |task|
+        2.times.map do |i|
+          task.async { statuses << conn.get("/bytes?n=1&delay=0.3&id=fib#{i}&group=fibers").status }
+        end.each(&:wait)
+      end
+      assert_equal [200, 200], statuses
+      assert_equal 2, Fixture.log["peaks"]["fibers"] # the second fiber's request started while the first waited
+    end
+
+    def test_limits_hold_across_threads_and_fibers_of_one_connection
+      conn = connection(max_concurrent: 1)
+      threads = Array.new(3) { |i| Thread.new { conn.get("/bytes?n=#{i}&delay=0.1&id=thr&group=thr") } }
+      assert_equal (0..2).map { |i| pattern(i) }, threads.map { |t| t.value.body }
+      assert_equal 1, Fixture.log["peaks"]["thr"]
+      begin
+        require "async"
+      rescue LoadError
+        skip "the async gem is not installed (scripts/test-ruby installs ruby-async)"
+      end
+      bodies = []
+      Async do |task|
+        Array.new(3) { |i| task.async { bodies << conn.get("/bytes?n=#{i}&delay=0.1&id=fibq&group=fibq").body } }.each(&:wait)
+      end
+      assert_equal (0..2).map { |i| pattern(i) }, bodies.sort_by(&:size)
+      assert_equal 1, Fixture.log["peaks"]["fibq"]
+      assert_equal 6, logged("thr", "fibq").size
+    end
+
+    def test_unknown_adapter_option_is_refused
+      assert_raises(ArgumentError) { connection(max_concurrnt: 2).get("/bytes?n=1") }
+    end
+  end
+end
