@@ -31,13 +31,9 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from setuptools import Distribution, setup
+from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1 (pyproject asks for 77)
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
-
-try:
-    from setuptools.command.bdist_wheel import bdist_wheel
-except ImportError:  # setuptools < 70.1
-    from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
