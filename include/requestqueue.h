@@ -5,8 +5,9 @@
  * library; every exported symbol starts with `rq_`.
  *
  * Home page: https://github.com/requestqueue/requestqueue
- * Licence: MIT (the LICENSE file). The version (RQ_VERSION_* below) and these two lines are written
- * here only: CMake, the .deb, the Python package and the gem read them from this header.
+ * Licence: MIT (the LICENSE file).
+ * The version (RQ_VERSION_* below) and the home page are written here only: CMake, the .deb, the
+ * Python package and the gem read them from this header.
  *
  * ===================================================================================================
  * Overview
