@@ -35,3 +35,14 @@ function(rq_read_header_version header out_var)
 
   set(${out_var} "${version}" PARENT_SCOPE)
 endfunction()
+
+# Reads the project's home page from the header's opening comment (" * Home page: <url>").
+#
+#   rq_read_header_homepage(<header> <out-var>)
+function(rq_read_header_homepage header out_var)
+  file(STRINGS "${header}" lines REGEX "^ \\* Home page: ")
+  if(NOT lines MATCHES "Home page: ([^ ;]+)")
+    message(FATAL_ERROR "${header}: no ' * Home page: <url>' line in the opening comment")
+  endif()
+  set(${out_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+endfunction()

@@ -4,6 +4,11 @@
  * This header is the manual. It is written by hand and is the only public interface of the
  * library; every exported symbol starts with `rq_`.
  *
+ * Home page: https://github.com/requestqueue/requestqueue
+ * Licence: MIT (the LICENSE file).
+ * The version (RQ_VERSION_* below) and the home page are written here only: CMake, the .deb, the
+ * Python package and the gem read them from this header.
+ *
  * ===================================================================================================
  * Overview
  * ===================================================================================================

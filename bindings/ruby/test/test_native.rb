@@ -113,6 +113,9 @@ class TestNative < Minitest::Test
     Dir.mktmpdir do |dir|
       FileUtils.cp_r(LIB_DIR, dir)
       FileUtils.rm_rf(File.join(dir, "lib/requestqueue/native"))
+      # Only the library is missing: keep the header that gems carry there (the version's source).
+      FileUtils.mkdir_p(File.join(dir, "lib/requestqueue/native"))
+      FileUtils.cp(RequestQueue::HEADER_PATH, File.join(dir, "lib/requestqueue/native/requestqueue.h"))
       code = "$LOAD_PATH.unshift(#{File.join(dir, "lib").inspect}); require 'requestqueue'"
       env = { "REQUESTQUEUE_LIBRARY" => nil, "LD_LIBRARY_PATH" => nil }
       pid = Process.spawn(env, RbConfig.ruby, "-e", code, err: File.join(dir, "err"), out: File::NULL)

@@ -60,7 +60,7 @@ from ._errors import (
     WouldDeadlockError,
     WrongDeliveryError,
 )
-from ._native import HEADER_PATH, LIBRARY_PATH, ffi, lib
+from ._native import HEADER, HEADER_PATH, LIBRARY_PATH, ffi, lib
 from ._types import (
     Duplicates,
     Headers,
@@ -75,7 +75,9 @@ from ._types import (
     State,
 )
 
-__version__ = "0.1.0"
+# The package is versioned with the header it carries (include/requestqueue.h, where the version is
+# written once for every package).
+__version__ = str(HEADER.defines["RQ_VERSION_STRING"])
 
 
 def library_version() -> str:
