@@ -318,13 +318,16 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 // MARK: Requests
 
 @c @implementation public func rq_request_new(_ url: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
-    guard let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
-    do throws(InputError) {
-        let r = Request(url: try Validation.url(bytes))
+    guard let url, let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
+    do throws(URLParser.Failure) {
+        let r = Request(url: try URLParser.parse(url, bytes))
         out.pointee = HandleTable.pointer(r.register())
         return RQ_OK
     } catch {
-        return inputResult(error)
+        switch error {
+        case let .input(error): return inputResult(error)
+        case .outOfMemory: return RQ_ERR_OUT_OF_MEMORY
+        }
     }
 }
 
