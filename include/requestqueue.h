@@ -469,14 +469,15 @@ RQ_API rq_result rq_cancel(rq_request *request);
 /** Creates a GET request for `url` (copied). Only http and https URLs are accepted: absolute
  *  ("http://" or "https://", any case, then a host), printable ASCII without spaces, at most 65536
  *  bytes, a port from 1 to 65535. The URL is then parsed by libcurl's own URL parser (`curl_url`,
- *  with the flags libcurl uses for CURLOPT_URL), which must accept it, and libcurl is given the URL
- *  as that parser normalises it: the scheme, host and port the library checks and counts (the
- *  per-host limit's scheme + host + port) are exactly those libcurl connects to. So libcurl's
+ *  with the flags libcurl uses for CURLOPT_URL), which must accept it: the scheme, host and port
+ *  the library checks and counts (the per-host limit's scheme + host + port) are those of
+ *  libcurl's reading, which is what libcurl connects to. So libcurl's
  *  reading decides the ambiguous cases: userinfo ends at the first "@" ("http://a@b@c/" is
  *  refused), a backslash is an ordinary character ("http://h:80\@evil/" goes to host "evil"),
  *  percent-encoded and shortened IPv4 hosts are decoded ("http://%31%32%37.0.0.1/"
  *  and "http://127.1/" are host 127.0.0.1), leading zeros of a port are ignored. Equality of
- *  requests compares the URL as given; `rq_response_url` is the URL as libcurl fetched it.
+ *  requests compares the URL as given; `rq_response_url` is the URL as libcurl normalised and
+ *  fetched it.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME,
  *  RQ_ERR_OUT_OF_MEMORY. */
 RQ_API rq_result rq_request_new(const char *url, rq_request **out_request);

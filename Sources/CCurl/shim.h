@@ -55,6 +55,5 @@ static inline CURLcode ccurl_easy_unpause(CURL *h) { return curl_easy_pause(h, C
 /* URL API flags (macros with shifts). CURLOPT_URL parses with exactly these flags (lib/url.c,
  * parseurlandfillconn, since 7.62), so the request's URL is checked as libcurl will read it. */
 static const unsigned int ccurl_url_set_flags = CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME;
-static const unsigned int ccurl_url_default_port = CURLU_DEFAULT_PORT;
 
 #endif

@@ -212,7 +212,7 @@ final class Transfer {
             apply(wanted)
             options = wanted
         }
-        _ = r.url.normalized.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         configureHeaders(r)
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))

@@ -5,8 +5,9 @@ import RequestQueueCore
 /// Request URLs are checked by libcurl's own URL parser (`curl_url`), with the flags CURLOPT_URL
 /// uses, so that the host, port and credentials the library checks and counts (per-host limits)
 /// are those libcurl sends to: one parser, not two that could disagree. The library's own rules
-/// (`Validation.urlSyntax`: printable ASCII, http or https, "scheme://") come first; libcurl's
-/// normalised URL is what the transfer is given.
+/// (`Validation.urlSyntax`: printable ASCII, http or https, "scheme://") come first. The transfer
+/// gives libcurl the URL as given: CURLOPT_URL parses it again with the same flags, which yields
+/// the same parts (libcurl's parse is deterministic), without the cost of rebuilding the URL here.
 enum URLParser {
     enum Failure: Error {
         case input(InputError)
@@ -24,27 +25,27 @@ enum URLParser {
         case CURLUE_OUT_OF_MEMORY: throw .outOfMemory
         default: throw .input(.invalidURL)
         }
-        /// One part as libcurl gives it; nil when it has none.
-        func part(_ which: CURLUPart, _ flags: UInt32 = 0) throws(Failure) -> String? {
-            var value: UnsafeMutablePointer<CChar>?
-            let rc = curl_url_get(handle, which, &value, flags)
-            defer { curl_free(value) }
-            if rc == CURLUE_OUT_OF_MEMORY { throw .outOfMemory }
-            guard rc == CURLUE_OK, let value else { return nil }
-            if which == CURLUPART_URL, strlen(value) == bytes.count, memcmp(value, url, bytes.count) == 0 {
-                return nil // the URL as given: no second copy
-            }
-            return String(cString: value)
+        // The parts as libcurl gives them (NULL when absent), freed on return.
+        var host: UnsafeMutablePointer<CChar>?, port: UnsafeMutablePointer<CChar>?, zone: UnsafeMutablePointer<CChar>?
+        defer {
+            curl_free(host)
+            curl_free(port)
+            curl_free(zone)
         }
-        let normalized = try part(CURLUPART_URL)
-        guard let scheme = try part(CURLUPART_SCHEME), let host = try part(CURLUPART_HOST),
-              let port = try part(CURLUPART_PORT, ccurl_url_default_port)
-        else { throw .input(.invalidURL) }
-        let zone = host.hasPrefix("[") ? try part(CURLUPART_ZONEID) : nil
-        let given = String(decoding: bytes, as: UTF8.self)
+        func buffer(_ part: UnsafeMutablePointer<CChar>?) -> UnsafeBufferPointer<UInt8>? {
+            part.map { UnsafeBufferPointer(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) }
+        }
+        if curl_url_get(handle, CURLUPART_HOST, &host, 0) == CURLUE_OUT_OF_MEMORY
+            || curl_url_get(handle, CURLUPART_PORT, &port, 0) == CURLUE_OUT_OF_MEMORY {
+            throw .outOfMemory
+        }
+        guard let hostBytes = buffer(host) else { throw .input(.invalidURL) }
+        if hostBytes.first == UInt8(ascii: "["), curl_url_get(handle, CURLUPART_ZONEID, &zone, 0) == CURLUE_OUT_OF_MEMORY {
+            throw .outOfMemory
+        }
         do throws(InputError) {
-            return try Validation.url(given: given, normalized: normalized ?? given, https: https, scheme: scheme,
-                                      host: host, zone: zone, port: port)
+            return try Validation.url(given: String(decoding: bytes, as: UTF8.self), https: https, host: hostBytes,
+                                      zone: buffer(zone), port: buffer(port))
         } catch {
             throw .input(error)
         }

@@ -11,11 +11,8 @@ public enum InputError: Error, Equatable, Sendable {
 /// libcurl's own parse of the URL (RequestQueue's `URLParser`), so that what the library checks
 /// and counts is what libcurl sends.
 public struct ValidatedURL: Equatable, Sendable {
-    /// The URL as given (duplicate equality compares it byte for byte).
+    /// The URL as given (duplicate equality compares it byte for byte; libcurl is given it too).
     public let string: String
-    /// The URL handed to libcurl: libcurl's own normalisation of `string` (the same string when
-    /// normalising changes nothing).
-    public let normalized: String
     /// "http" or "https", lowercased.
     public let scheme: String
     /// The host libcurl connects to (lowercased), without brackets for IPv6 literals, with a zone
@@ -65,23 +62,29 @@ public enum Validation {
         return https
     }
 
-    /// Assembles an accepted URL from libcurl's parts of it: `scheme` as libcurl reports it,
+    /// Assembles an accepted URL from libcurl's parts of it: `https` from `urlSyntax` (which reads
+    /// the scheme as libcurl does: the letters, digits, "+", "-" and "." before the first ":"),
     /// `host` as libcurl reports it (IPv6 literals in brackets), `zone` the IPv6 zone id or nil,
-    /// `port` the decimal port libcurl connects to. The port must be 1...65535 (libcurl also
-    /// takes 0); the scheme must be the one `urlSyntax` saw.
-    public static func url(given: String, normalized: String, https: Bool, scheme: String, host: String,
-                           zone: String?, port: String) throws(InputError) -> ValidatedURL {
-        guard scheme == (https ? "https" : "http") else { throw .invalidURL }
-        let digits = port.utf8
-        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(isDigit) else { throw .invalidURL }
-        let number = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        guard (1...65535).contains(number) else { throw .invalidURL }
-        var name = Substring(host)
-        if name.first == "[", name.last == "]" { name = name.dropFirst().dropLast() }
+    /// `port` the port libcurl reports, nil when the URL has none (the scheme's default). The
+    /// port must be 1...65535 (libcurl also takes 0).
+    public static func url<Bytes: BidirectionalCollection>(given: String, https: Bool, host: Bytes, zone: Bytes?, port: Bytes?)
+        throws(InputError) -> ValidatedURL where Bytes.Element == UInt8 {
+        var number = https ? 443 : 80
+        if let port {
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy(isDigit) else { throw .invalidURL }
+            number = port.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(number) else { throw .invalidURL }
+        }
+        var name = host[...]
+        if name.first == UInt8(ascii: "[") {
+            guard name.count >= 2, name.last == UInt8(ascii: "]") else { throw .invalidURL }
+            name = name.dropFirst().dropLast()
+        }
         guard !name.isEmpty else { throw .invalidURL }
-        var hostString = name.utf8.contains(where: isUpper) ? name.lowercased() : String(name)
-        if let zone { hostString += "%25" + zone }
-        return ValidatedURL(string: given, normalized: normalized, scheme: scheme, host: hostString, port: number)
+        var hostString = String(decoding: name, as: UTF8.self)
+        if name.contains(where: isUpper) { hostString = hostString.lowercased() }
+        if let zone { hostString += "%25" + String(decoding: zone, as: UTF8.self) }
+        return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
     }
 
     private static let httpsLetters: [UInt8] = Array("https".utf8)

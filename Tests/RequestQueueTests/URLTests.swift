@@ -105,14 +105,6 @@ private let longPath = String(repeating: "a", count: Validation.maxURLLength - "
         #expect(u.origin == "\(c.scheme)://\(c.host):\(c.port)")
     }
 
-    @Test func libcurlIsGivenItsOwnNormalisation() throws {
-        let changed = try parse("HTTP://H:00080/a/../b?q#f")
-        #expect(changed.string == "HTTP://H:00080/a/../b?q#f")   // equality of requests: as given
-        #expect(changed.normalized == "http://H:80/b?q#f")        // what CURLOPT_URL gets
-        let same = try parse("http://h:8080/p?q")
-        #expect(same.normalized == same.string)
-    }
-
     @Test func exactlyTheMaximumLengthIsAccepted() throws {
         let url = "http://h/" + longPath
         #expect(url.utf8.count == 65536)
