@@ -409,6 +409,24 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     setSeconds(pointer, \.idleTimeout, seconds)
 }
 
+@c @implementation public func rq_request_set_header_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.headerTimeout = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_low_speed_limit(_ pointer: OpaquePointer?, _ bytesPerSecond: Double, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds), bytesPerSecond.isFinite, bytesPerSecond >= 0, bytesPerSecond <= 1e12 else {
+            return RQ_ERR_INVALID_ARGUMENT
+        }
+        r.lowSpeed = (bytesPerSecond, seconds)
+        return RQ_OK
+    }
+}
+
 @c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
         guard let user else {

@@ -110,7 +110,7 @@ final class Engine: @unchecked Sendable {
             }
             if !due.isEmpty { continue }
             if !running.isEmpty, now >= nextIdleCheck {
-                abortIdleTransfers(now: now)
+                abortStalledTransfers(now: now)
                 nextIdleCheck = now + Engine.idleCheckInterval
             }
             var waitMs = 1000.0
@@ -172,13 +172,13 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    /// Ends, as timed out, the transfers that moved no byte for their idle limit.
-    private func abortIdleTransfers(now: Double) {
-        for transfer in running where transfer.isIdle(now: now) {
-            guard let request = transfer.request else { continue }
+    /// Ends, as timed out, the transfers that broke a slow-server limit (idle, response headers,
+    /// low speed: see TransferWatch).
+    private func abortStalledTransfers(now: Double) {
+        for transfer in running {
+            guard let message = transfer.stall(now: now), let request = transfer.request else { continue }
             let generation = transfer.generation
-            let response = transfer.response(for: request, code: CURLE_OPERATION_TIMEDOUT,
-                                             message: "no data received or sent for \(request.idleTimeout) seconds")
+            let response = transfer.response(for: request, code: CURLE_OPERATION_TIMEDOUT, message: message)
             recycle(transfer)
             finished(request, generation, response)
         }
