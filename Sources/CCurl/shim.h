@@ -39,6 +39,20 @@ static inline CURLcode ccurl_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) {
 static inline CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);
 }
+/* Socket tracking (Transfer.stall counts the bytes of the transfer's TCP connection). */
+typedef int (*ccurl_sockopt_fn)(void *clientp, curl_socket_t fd, curlsocktype purpose);
+typedef int (*ccurl_closesocket_fn)(void *clientp, curl_socket_t fd);
+typedef int (*ccurl_prereq_fn)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
+static inline CURLcode ccurl_easy_setopt_sockopt_fn(CURL *h, ccurl_sockopt_fn v) {
+    return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, v);
+}
+static inline CURLcode ccurl_easy_setopt_closesocket_fn(CURL *h, ccurl_closesocket_fn v) {
+    return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, v);
+}
+static inline CURLcode ccurl_easy_setopt_prereq_fn(CURL *h, ccurl_prereq_fn v) {
+    return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, v);
+}
+
 /* CURLAUTH_* are macros with casts, which Swift does not import. */
 static const unsigned long ccurl_auth_basic = CURLAUTH_BASIC;
 static const unsigned long ccurl_auth_digest = CURLAUTH_DIGEST;

@@ -31,7 +31,11 @@ final class Transfer {
     private var watch = TransferWatch(limits: TransferWatch.Limits(idle: 0, headers: 0, lowSpeed: (0, 0)), now: 0)
     /// Bytes moved by this attempt as `stall` last counted them, and the counters they came from.
     private var moved: Int64 = 0
-    private var counted: (curl: Int64, upload: Int64, redirects: Int) = (0, 0, 0)
+    private var counted: (curl: Int64, upload: Int64, redirects: Int, tcp: Int64) = (0, 0, 0, -1)
+    /// The TCP socket of the attempt's connection (-1: unknown), and the socket libcurl opened for
+    /// it, if it opened one (learnt before connecting, confirmed once connected: see `connected`).
+    private var socket: Int32 = -1
+    private var openedSocket: Int32 = -1
     /// Whether the headers of the response being received are not complete yet.
     private var awaitingHeaders = true
 
@@ -143,7 +147,9 @@ final class Transfer {
         let now = Clock.now()
         watch = TransferWatch(limits: request.watchLimits, now: now)
         moved = 0
-        counted = (0, 0, 0)
+        counted = (0, 0, 0, -1)
+        socket = -1
+        openedSocket = -1
         awaitingHeaders = true
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
@@ -201,6 +207,26 @@ final class Transfer {
             return 0
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        // Sockets: learn the attempt's TCP socket (see `stall`).
+        _ = ccurl_easy_setopt_sockopt_fn(easy) { me, fd, _ in
+            if let me { Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().openedSocket = fd }
+            return 0 // CURL_SOCKOPT_OK
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, me)
+        _ = ccurl_easy_setopt_prereq_fn(easy) { me, primaryIP, localIP, primaryPort, localPort in
+            if let me {
+                Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                    .connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
+            }
+            return 0 // CURL_PREREQFUNC_OK
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me)
+        // A connection outlives the transfer that opened it: its close reaches the engine.
+        _ = ccurl_easy_setopt_closesocket_fn(easy) { engine, fd in
+            if let engine { Unmanaged<Engine>.fromOpaque(engine).takeUnretainedValue().socketClosed(fd) }
+            return close(fd)
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(engine).toOpaque())
     }
 
     /// Sets the options of this attempt: those that differ from the previous attempt's (after a
@@ -428,6 +454,29 @@ final class Transfer {
         }
     }
 
+    /// libcurl has a connection for the attempt (new or reused) and is about to send the request:
+    /// find its socket. A socket libcurl opened for this attempt is recorded under the
+    /// connection's addresses (if its local port confirms it is the one that connected), so that
+    /// later attempts reusing the connection find it there.
+    private func connected(primaryIP: UnsafeMutablePointer<CChar>?, localIP: UnsafeMutablePointer<CChar>?,
+                           primaryPort: Int32, localPort: Int32) {
+        var hasher = Hasher()
+        if let primaryIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: primaryIP, count: strlen(primaryIP))) }
+        hasher.combine(0 as UInt8)
+        if let localIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: localIP, count: strlen(localIP))) }
+        hasher.combine(primaryPort)
+        hasher.combine(localPort)
+        let key = hasher.finalize()
+        if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
+            engine.socketConnected(openedSocket, key: key)
+            socket = openedSocket
+        } else {
+            socket = engine.socket(for: key)
+        }
+        openedSocket = -1
+        counted.tcp = -1
+    }
+
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
     func stall(now: Double) -> String? {
@@ -442,12 +491,19 @@ final class Transfer {
         // libcurl's counters start again on a redirect: count what grew, and a change as a byte.
         let curl = Int64(clamping: down).addingReportingOverflow(Int64(clamping: up)).partialValue
             .addingReportingOverflow(Int64(header)).partialValue
-        let grown = curl >= counted.curl ? curl - counted.curl : 1
+        var grown = curl >= counted.curl ? curl - counted.curl : 1
+        // The socket also sees what libcurl has not counted yet: a header line still arriving, TLS
+        // records. (On an HTTP/2 connection shared by several requests it sees them all.)
+        let tcp = ccurl_tcp_bytes(socket)
+        if tcp >= 0 {
+            if counted.tcp >= 0, tcp >= counted.tcp { grown = max(grown, tcp - counted.tcp) }
+            counted.tcp = tcp
+        }
         moved = moved.addingReportingOverflow(grown).overflow ? Int64.max : moved + grown
         let uploading = Int64(up) != counted.upload
         // A followed redirect sends a new request: its headers are awaited again.
         if redirects != counted.redirects { awaitingHeaders = true }
-        counted = (curl, Int64(up), redirects)
+        counted = (curl, Int64(up), redirects, counted.tcp)
         let sample = TransferWatch.Sample(moved: moved, connecting: pretransfer == 0, uploading: uploading,
                                           awaitingHeaders: awaitingHeaders, paused: paused)
         return watch.check(now: now, sample).map { watch.message($0) }
