@@ -3,7 +3,7 @@ import Glibc
 import RequestQueueCore
 
 /// Request URLs are checked by libcurl's own URL parser (`curl_url`), with the flags CURLOPT_URL
-/// uses, so that the host, port and credentials the library checks and counts (per-host limits)
+/// uses, so that the scheme, host and port the library checks and counts (per-host limits)
 /// are those libcurl sends to: one parser, not two that could disagree. The library's own rules
 /// (`Validation.urlSyntax`: printable ASCII, http or https, "scheme://") come first. The transfer
 /// gives libcurl the URL as given: CURLOPT_URL parses it again with the same flags, which yields
