@@ -153,7 +153,8 @@ typedef enum rq_result {
     /** A number or enum value is out of its documented range. */
     RQ_ERR_INVALID_ARGUMENT = 3,
     /** The URL is malformed: not absolute, no host, bad port, spaces or control or non-ASCII
-     *  characters, or longer than 65536 bytes. */
+     *  characters, longer than 65536 bytes, or refused by libcurl's URL parser (see
+     *  `rq_request_new`). */
     RQ_ERR_INVALID_URL = 4,
     /** The URL's scheme is not http or https. */
     RQ_ERR_UNSUPPORTED_SCHEME = 5,
@@ -470,8 +471,20 @@ RQ_API rq_result rq_cancel(rq_request *request);
  * Requests
  * =================================================================================================== */
 
-/** Creates a GET request for `url` (copied). Only http and https URLs are accepted.
- *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME. */
+/** Creates a GET request for `url` (copied). Only http and https URLs are accepted: absolute
+ *  ("http://" or "https://", any case, then a host), printable ASCII without spaces, at most 65536
+ *  bytes, a port from 1 to 65535. The URL is then parsed by libcurl's own URL parser (`curl_url`,
+ *  with the flags libcurl uses for CURLOPT_URL), which must accept it: the scheme, host and port
+ *  the library checks and counts (the per-host limit's scheme + host + port) are those of
+ *  libcurl's reading, which is what libcurl connects to. So libcurl's
+ *  reading decides the ambiguous cases: userinfo ends at the first "@" ("http://a@b@c/" is
+ *  refused), a backslash is an ordinary character ("http://h:80\@evil/" goes to host "evil"),
+ *  percent-encoded and shortened IPv4 hosts are decoded ("http://%31%32%37.0.0.1/"
+ *  and "http://127.1/" are host 127.0.0.1), leading zeros of a port are ignored. Equality of
+ *  requests compares the URL as given; `rq_response_url` is the URL as libcurl normalised and
+ *  fetched it.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME,
+ *  RQ_ERR_OUT_OF_MEMORY. */
 RQ_API rq_result rq_request_new(const char *url, rq_request **out_request);
 
 /** Releases the caller's handle. A request that was added or started goes on running and
@@ -501,10 +514,45 @@ RQ_API rq_result rq_request_set_timeout(rq_request *request, double seconds);
 /** Sets the time limit for connecting (default 30 s; 0 means libcurl's own default). */
 RQ_API rq_result rq_request_set_connect_timeout(rq_request *request, double seconds);
 
+/* Slow servers. Besides the connect timeout and the optional total timeout, three limits end an
+ * attempt whose server holds it without finishing it, each with RQ_OUTCOME_TIMEOUT (retried like
+ * any timeout when retry is on) and a message naming the limit. The engine checks them ten times
+ * a second; bytes count in both directions, response headers included. Defaults, and why:
+ *  - idle, 60 s: no byte at all for that long (NSURLRequest's timeout; httpx uses 5 s between
+ *    reads, aiohttp none by default).
+ *  - response headers, the idle timeout (60 s): the headers must be complete that long after the
+ *    request was sent (connecting and sending the body do not count; each redirect followed starts
+ *    it again). Go's ResponseHeaderTimeout does this job (unset there by default); tying it to the
+ *    idle timeout means a server may think as long before answering as it may be silent, and a
+ *    server that sends one header line per second, forever, ends after 60 s.
+ *  - low speed, 1 byte/s averaged over the idle timeout (60 s): curl's low-speed limit
+ *    (CURLOPT_LOW_SPEED_LIMIT/TIME; 1 byte/s is the curl tool's default limit once a speed time is
+ *    set), measured by the library over consecutive windows. A server that trickles a byte every
+ *    few seconds ends within one to two windows (60 to 120 s); anything that moves at least 60
+ *    bytes a minute is never cut, so slow but steady downloads go on. The window is as long as
+ *    the idle timeout so that no server is cut for pausing sooner than the idle timeout allows.
+ * With the defaults, a queue whose running requests all trickle thus frees its slots within two
+ * minutes and starts the requests waiting behind them. Raising or disabling the idle timeout
+ * moves the two others with it unless they were set. Streams that are quiet by design (server-sent
+ * events with rare heartbeats, long polls) should raise or disable them (0). aiohttp's default
+ * total of 300 s is not copied: it cuts large downloads. */
+
 /** Sets the idle limit: the attempt fails with RQ_OUTCOME_TIMEOUT when no byte is received or sent
- *  for this long (default 60 s, like NSURLRequest's timeout; 0 disables it). Checked ten times a
- *  second. */
+ *  for this long (default 60 s; 0 disables it). Unless set on their own, the response-header limit
+ *  and the low-speed window follow it (see above). */
 RQ_API rq_result rq_request_set_idle_timeout(rq_request *request, double seconds);
+
+/** Sets the response-header limit: the attempt fails with RQ_OUTCOME_TIMEOUT when the response
+ *  headers are not complete `seconds` after the request was sent (default: the idle timeout, 60 s;
+ *  0 disables it; at most 1e6 s). Errors: RQ_ERR_INVALID_ARGUMENT, RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_header_timeout(rq_request *request, double seconds);
+
+/** Sets the low-speed limit: the attempt fails with RQ_OUTCOME_TIMEOUT when fewer than
+ *  `bytes_per_second` bytes per second, averaged over a window of `seconds`, are received and sent
+ *  (default: 1 byte/s over the idle timeout, 60 s). Either value 0 disables it. `bytes_per_second`
+ *  at most 1e12, `seconds` at most 1e6. Errors: RQ_ERR_INVALID_ARGUMENT, RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_low_speed_limit(rq_request *request, double bytes_per_second,
+                                                double seconds);
 
 /** Sets Basic-auth credentials sent with the first attempt (copied). NULL user clears them.
  *  Credentials are not sent to other hosts after a redirect. */

@@ -39,6 +39,20 @@ static inline CURLcode ccurl_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) {
 static inline CURLMcode ccurl_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     return curl_multi_setopt(m, o, v);
 }
+/* Socket tracking (Transfer.stall counts the bytes of the transfer's TCP connection). */
+typedef int (*ccurl_sockopt_fn)(void *clientp, curl_socket_t fd, curlsocktype purpose);
+typedef int (*ccurl_closesocket_fn)(void *clientp, curl_socket_t fd);
+typedef int (*ccurl_prereq_fn)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
+static inline CURLcode ccurl_easy_setopt_sockopt_fn(CURL *h, ccurl_sockopt_fn v) {
+    return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, v);
+}
+static inline CURLcode ccurl_easy_setopt_closesocket_fn(CURL *h, ccurl_closesocket_fn v) {
+    return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, v);
+}
+static inline CURLcode ccurl_easy_setopt_prereq_fn(CURL *h, ccurl_prereq_fn v) {
+    return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, v);
+}
+
 /* CURLAUTH_* are macros with casts, which Swift does not import. */
 static const unsigned long ccurl_auth_basic = CURLAUTH_BASIC;
 static const unsigned long ccurl_auth_digest = CURLAUTH_DIGEST;
@@ -51,5 +65,9 @@ static inline CURLcode ccurl_msg_result(const CURLMsg *m) { return m->data.resul
  * expressions, which Swift does not import). */
 static const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
 static inline CURLcode ccurl_easy_unpause(CURL *h) { return curl_easy_pause(h, CURLPAUSE_CONT); }
+
+/* URL API flags (macros with shifts). CURLOPT_URL parses with exactly these flags (lib/url.c,
+ * parseurlandfillconn, since 7.62), so the request's URL is checked as libcurl will read it. */
+static const unsigned int ccurl_url_set_flags = CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME;
 
 #endif

@@ -2,9 +2,46 @@
 #ifndef CCURL_SYSCALLS_H
 #define CCURL_SYSCALLS_H
 
+#include <stddef.h>
 #include <sys/eventfd.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 /* A non-blocking, close-on-exec eventfd, or -1. */
 static inline int ccurl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/* Bytes received plus bytes sent and acknowledged on the TCP socket `fd` (struct tcp_info,
+ * Linux 4.1 and later), TLS records and partial header lines included; -1 when unknown. One
+ * non-blocking getsockopt. */
+static inline long long ccurl_tcp_bytes(int fd) {
+    /* glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's (linux/tcp.h, which
+     * cannot be included beside glibc's) goes on with the __u64 fields tcpi_pacing_rate,
+     * tcpi_max_pacing_rate, tcpi_bytes_acked and tcpi_bytes_received (Linux 4.1), 8-aligned. */
+    enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
+    unsigned long long buffer[32];
+    socklen_t length = sizeof buffer;
+    unsigned long long sent, got;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8)
+        return -1;
+    memcpy(&sent, (const char *)buffer + acked, 8);
+    memcpy(&got, (const char *)buffer + received, 8);
+    unsigned long long sum = sent + got;
+    return sum < sent || sum > 0x7fffffffffffffffULL ? 0x7fffffffffffffffLL : (long long)sum;
+}
+
+/* The local port of socket `fd`, or -1. */
+static inline int ccurl_local_port(int fd) {
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&address, &length) != 0)
+        return -1;
+    if (address.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&address)->sin_port);
+    if (address.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&address)->sin6_port);
+    return -1;
+}
 
 #endif

@@ -318,13 +318,16 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 // MARK: Requests
 
 @c @implementation public func rq_request_new(_ url: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
-    guard let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
-    do throws(InputError) {
-        let r = Request(url: try Validation.url(bytes))
+    guard let url, let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
+    do throws(URLParser.Failure) {
+        let r = Request(url: try URLParser.parse(url, bytes))
         out.pointee = HandleTable.pointer(r.register())
         return RQ_OK
     } catch {
-        return inputResult(error)
+        switch error {
+        case let .input(error): return inputResult(error)
+        case .outOfMemory: return RQ_ERR_OUT_OF_MEMORY
+        }
     }
 }
 
@@ -404,6 +407,24 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_idle_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
     setSeconds(pointer, \.idleTimeout, seconds)
+}
+
+@c @implementation public func rq_request_set_header_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        r.headerTimeout = seconds
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_request_set_low_speed_limit(_ pointer: OpaquePointer?, _ bytesPerSecond: Double, _ seconds: Double) -> rq_result {
+    configure(pointer) { r in
+        guard validSeconds(seconds), bytesPerSecond.isFinite, bytesPerSecond >= 0, bytesPerSecond <= 1e12 else {
+            return RQ_ERR_INVALID_ARGUMENT
+        }
+        r.lowSpeed = (bytesPerSecond, seconds)
+        return RQ_OK
+    }
 }
 
 @c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {

@@ -33,6 +33,10 @@ final class Engine: @unchecked Sendable {
     /// Idle transfers, their easy handles kept for reuse.
     private var pool: [Transfer] = []
     private var nextIdleCheck = 0.0
+    /// The TCP sockets libcurl opened, by connection (a hash of its addresses and ports), so that
+    /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
+    private var sockets: [Int: Int32] = [:]
+    private var socketKeys: [Int32: Int] = [:]
     private static let idleCheckInterval = 0.1
 
     init?(queue: Queue) {
@@ -110,7 +114,7 @@ final class Engine: @unchecked Sendable {
             }
             if !due.isEmpty { continue }
             if !running.isEmpty, now >= nextIdleCheck {
-                abortIdleTransfers(now: now)
+                abortStalledTransfers(now: now)
                 nextIdleCheck = now + Engine.idleCheckInterval
             }
             var waitMs = 1000.0
@@ -172,13 +176,13 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    /// Ends, as timed out, the transfers that moved no byte for their idle limit.
-    private func abortIdleTransfers(now: Double) {
-        for transfer in running where transfer.isIdle(now: now) {
-            guard let request = transfer.request else { continue }
+    /// Ends, as timed out, the transfers that broke a slow-server limit (idle, response headers,
+    /// low speed: see TransferWatch).
+    private func abortStalledTransfers(now: Double) {
+        for transfer in running {
+            guard let message = transfer.stall(now: now), let request = transfer.request else { continue }
             let generation = transfer.generation
-            let response = transfer.response(for: request, code: CURLE_OPERATION_TIMEDOUT,
-                                             message: "no data received or sent for \(request.idleTimeout) seconds")
+            let response = transfer.response(for: request, code: CURLE_OPERATION_TIMEDOUT, message: message)
             recycle(transfer)
             finished(request, generation, response)
         }
@@ -206,6 +210,19 @@ final class Engine: @unchecked Sendable {
         transfer.end()
         // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
         if !transfer.paused, pool.count < 256 { pool.append(transfer) }
+    }
+
+    // Sockets (engine thread: libcurl calls back from curl_multi_perform and curl_multi_cleanup).
+
+    func socketConnected(_ fd: Int32, key: Int) {
+        if let old = sockets.updateValue(fd, forKey: key), old != fd { socketKeys[old] = nil }
+        if let old = socketKeys.updateValue(key, forKey: fd), old != key { sockets[old] = nil }
+    }
+
+    func socket(for key: Int) -> Int32 { sockets[key] ?? -1 }
+
+    func socketClosed(_ fd: Int32) {
+        if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
     }
 
     func reportProgress(_ request: Request, _ generation: UInt64, upload: Bool, done: Int64, total: Int64) {

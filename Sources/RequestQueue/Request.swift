@@ -72,7 +72,11 @@ final class Request: @unchecked Sendable {
     var sendsBody: Bool { hasBody || method == "POST" || method == "PUT" || method == "PATCH" }
     var timeout = 0.0
     var connectTimeout = 30.0
-    var idleTimeout = 60.0
+    var idleTimeout = TransferWatch.defaultIdleTimeout
+    /// The response-header and low-speed limits; nil: their defaults, which follow the idle timeout.
+    var headerTimeout: Double?
+    var lowSpeed: (rate: Double, time: Double)?
+    var watchLimits: TransferWatch.Limits { TransferWatch.Limits(idle: idleTimeout, headers: headerTimeout, lowSpeed: lowSpeed) }
     /// Caller strings kept byte for byte (they need not be UTF-8).
     var user: CString?
     var password: CString?

@@ -26,9 +26,18 @@ final class Transfer {
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
     private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
-    /// Bytes moved (headers, body up and down) at the last idle check, and when they last changed.
-    private var bytesSeen: Int64 = -1
-    private var lastActivity = 0.0
+    /// The slow-server limits of this attempt (idle, response headers, low speed), checked by the
+    /// engine ten times a second through `stall(now:)`.
+    private var watch = TransferWatch(limits: TransferWatch.Limits(idle: 0, headers: 0, lowSpeed: (0, 0)), now: 0)
+    /// Bytes moved by this attempt as `stall` last counted them, and the counters they came from.
+    private var moved: Int64 = 0
+    private var counted: (curl: Int64, upload: Int64, redirects: Int, tcp: Int64) = (0, 0, 0, -1)
+    /// The TCP socket of the attempt's connection (-1: unknown), and the socket libcurl opened for
+    /// it, if it opened one (learnt before connecting, confirmed once connected: see `connected`).
+    private var socket: Int32 = -1
+    private var openedSocket: Int32 = -1
+    /// Whether the headers of the response being received are not complete yet.
+    private var awaitingHeaders = true
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -135,8 +144,14 @@ final class Transfer {
         tooLarge = false
         reportedDownload = (-1, -2)
         reportedUpload = (-1, -2)
-        bytesSeen = -1
-        lastActivity = Clock.now()
+        let now = Clock.now()
+        watch = TransferWatch(limits: request.watchLimits, now: now)
+        moved = 0
+        counted = (0, 0, 0, -1)
+        socket = -1
+        openedSocket = -1
+        awaitingHeaders = true
+        if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
         received = 0
@@ -192,12 +207,31 @@ final class Transfer {
             return 0
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
+        // Sockets: learn the attempt's TCP socket (see `stall`).
+        _ = ccurl_easy_setopt_sockopt_fn(easy) { me, fd, _ in
+            if let me { Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().openedSocket = fd }
+            return 0 // CURL_SOCKOPT_OK
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, me)
+        _ = ccurl_easy_setopt_prereq_fn(easy) { me, primaryIP, localIP, primaryPort, localPort in
+            if let me {
+                Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                    .connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
+            }
+            return 0 // CURL_PREREQFUNC_OK
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me)
+        // A connection outlives the transfer that opened it: its close reaches the engine.
+        _ = ccurl_easy_setopt_closesocket_fn(easy) { engine, fd in
+            if let engine { Unmanaged<Engine>.fromOpaque(engine).takeUnretainedValue().socketClosed(fd) }
+            return close(fd)
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(engine).toOpaque())
     }
 
     /// Sets the options of this attempt: those that differ from the previous attempt's (after a
     /// reset), then the URL, headers and body, which every attempt sets.
     private func configure(_ r: Request) {
-        if r.firstAttemptAt == 0 { r.firstAttemptAt = lastActivity }
         if let path = r.outputPath {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
@@ -291,10 +325,13 @@ final class Transfer {
             headers.removeAll()
             status = Transfer.statusCode(bytes)
             sink = .undecided
+            awaitingHeaders = true
             return true
         }
-        // The blank line ends the headers: the body's destination is known now.
+        // The blank line ends the headers: the body's destination is known now. (After a 1xx
+        // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
+            if !(100...199).contains(status) { awaitingHeaders = false }
             return sink != .undecided || decideSink(request)
         }
         return HeaderLines.append(line, to: headers)
@@ -417,27 +454,59 @@ final class Transfer {
         }
     }
 
-    /// Whether nothing moved for the request's idle limit (libcurl's low-speed check averages over
-    /// its window, so a burst followed by silence would pass it for seconds).
-    func isIdle(now: Double) -> Bool {
-        guard let request, request.idleTimeout > 0 else { return false }
-        // Paused by us, waiting for the body callback: not the server's silence.
-        if paused {
-            lastActivity = now
-            return false
+    /// libcurl has a connection for the attempt (new or reused) and is about to send the request:
+    /// find its socket. A socket libcurl opened for this attempt is recorded under the
+    /// connection's addresses (if its local port confirms it is the one that connected), so that
+    /// later attempts reusing the connection find it there.
+    private func connected(primaryIP: UnsafeMutablePointer<CChar>?, localIP: UnsafeMutablePointer<CChar>?,
+                           primaryPort: Int32, localPort: Int32) {
+        var hasher = Hasher()
+        if let primaryIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: primaryIP, count: strlen(primaryIP))) }
+        hasher.combine(0 as UInt8)
+        if let localIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: localIP, count: strlen(localIP))) }
+        hasher.combine(primaryPort)
+        hasher.combine(localPort)
+        let key = hasher.finalize()
+        if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
+            engine.socketConnected(openedSocket, key: key)
+            socket = openedSocket
+        } else {
+            socket = engine.socket(for: key)
         }
-        var down: curl_off_t = 0, up: curl_off_t = 0
-        var header = 0
+        openedSocket = -1
+        counted.tcp = -1
+    }
+
+    /// Engine thread: the completion message when the attempt broke one of its slow-server limits
+    /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
+    func stall(now: Double) -> String? {
+        guard request != nil else { return nil }
+        var down: curl_off_t = 0, up: curl_off_t = 0, pretransfer: curl_off_t = 0
+        var header = 0, redirects = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up)
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
-        let moved = Int64(down) + Int64(up) + Int64(header)
-        if moved != bytesSeen {
-            bytesSeen = moved
-            lastActivity = now
-            return false
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)
+        // libcurl's counters start again on a redirect: count what grew, and a change as a byte.
+        let curl = Int64(clamping: down).addingReportingOverflow(Int64(clamping: up)).partialValue
+            .addingReportingOverflow(Int64(header)).partialValue
+        var grown = curl >= counted.curl ? curl - counted.curl : 1
+        // The socket also sees what libcurl has not counted yet: a header line still arriving, TLS
+        // records. (On an HTTP/2 connection shared by several requests it sees them all.)
+        let tcp = ccurl_tcp_bytes(socket)
+        if tcp >= 0 {
+            if counted.tcp >= 0, tcp >= counted.tcp { grown = max(grown, tcp - counted.tcp) }
+            counted.tcp = tcp
         }
-        return now - lastActivity >= request.idleTimeout
+        moved = moved.addingReportingOverflow(grown).overflow ? Int64.max : moved + grown
+        let uploading = Int64(up) != counted.upload
+        // A followed redirect sends a new request: its headers are awaited again.
+        if redirects != counted.redirects { awaitingHeaders = true }
+        counted = (curl, Int64(up), redirects, counted.tcp)
+        let sample = TransferWatch.Sample(moved: moved, connecting: pretransfer == 0, uploading: uploading,
+                                          awaitingHeaders: awaitingHeaders, paused: paused)
+        return watch.check(now: now, sample).map { watch.message($0) }
     }
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.

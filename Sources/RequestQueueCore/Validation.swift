@@ -7,12 +7,16 @@ public enum InputError: Error, Equatable, Sendable {
     case invalidHeader
 }
 
-/// A URL accepted by the library, with the parts the scheduler needs.
+/// A URL accepted by the library, with the parts the scheduler needs. The parts come from
+/// libcurl's own parse of the URL (RequestQueue's `URLParser`), so that what the library checks
+/// and counts is what libcurl sends.
 public struct ValidatedURL: Equatable, Sendable {
+    /// The URL as given (duplicate equality compares it byte for byte; libcurl is given it too).
     public let string: String
     /// "http" or "https", lowercased.
     public let scheme: String
-    /// The host as written (lowercased), without brackets for IPv6 literals.
+    /// The host libcurl connects to (lowercased), without brackets for IPv6 literals, with a zone
+    /// as "%25zone".
     public let host: String
     public let port: Int
     /// scheme://host:port, the unit of per-host limits.
@@ -26,71 +30,66 @@ public enum Validation {
     public static let maxHeaderValueLength = 65536
     public static let maxHeaderCount = 1000
 
-    /// Accepts absolute http and https URLs: scheme "://" [userinfo "@"] host [":" port] [path...],
-    /// printable ASCII only (no spaces or controls), a non-empty host, a port in 1...65535.
-    public static func url<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> ValidatedURL where Bytes.Element == UInt8 {
-        let b = Array(bytes)
+    /// The checks of a URL's bytes made before libcurl parses it: 1 to 65536 bytes of printable
+    /// ASCII (no spaces or controls), an absolute URL "scheme://" whose scheme is http or https
+    /// (any case), and an authority that does not start with "/" (libcurl would read
+    /// "http:///x" as host "x"). Returns whether the scheme is https.
+    public static func urlSyntax<Bytes: Collection>(_ b: Bytes) throws(InputError) -> Bool where Bytes.Element == UInt8 {
         guard !b.isEmpty, b.count <= maxURLLength else { throw .invalidURL }
         for c in b where c <= 0x20 || c >= 0x7F { throw .invalidURL }
-        guard let colon = b.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { throw .invalidURL }
-        let schemeBytes = b[..<colon]
-        guard let first = schemeBytes.first, isAlpha(first),
-              schemeBytes.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2B || $0 == 0x2D || $0 == 0x2E })
-        else { throw .invalidURL }
-        let scheme: String? = equalsIgnoringCase(schemeBytes, "http") ? "http"
-            : equalsIgnoringCase(schemeBytes, "https") ? "https" : nil
-        guard b.count >= colon + 3, b[colon + 1] == 0x2F, b[colon + 2] == 0x2F else {
-            throw scheme != nil ? .invalidURL : .unsupportedScheme
+        var schemeLength = 0
+        var isHTTP = true, isHTTPS = true
+        var index = b.startIndex
+        while index != b.endIndex, b[index] != UInt8(ascii: ":") {
+            let c = b[index]
+            guard isAlpha(c) || (schemeLength > 0 && (isDigit(c) || c == 0x2B || c == 0x2D || c == 0x2E)) else { throw .invalidURL }
+            let lower = c | 0x20
+            isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetters[schemeLength]
+            isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetters[schemeLength]
+            schemeLength += 1
+            index = b.index(after: index)
         }
-        guard let scheme else { throw .unsupportedScheme }
-        // authority = from after "//" to the first "/", "?" or "#"
-        let authorityStart = colon + 3
-        var authorityEnd = authorityStart
-        while authorityEnd < b.count, b[authorityEnd] != 0x2F, b[authorityEnd] != 0x3F, b[authorityEnd] != 0x23 {
-            authorityEnd += 1
+        guard schemeLength > 0, index != b.endIndex else { throw .invalidURL }
+        let https = isHTTPS && schemeLength == 5
+        let known = https || (isHTTP && schemeLength == 4)
+        // After the ":": "//", then a first authority byte that is not "/".
+        var rest = b[b.index(after: index)...].makeIterator()
+        guard rest.next() == UInt8(ascii: "/"), rest.next() == UInt8(ascii: "/") else {
+            throw known ? .invalidURL : .unsupportedScheme
         }
-        var hostPort = b[authorityStart..<authorityEnd]
-        if let at = hostPort.lastIndex(of: UInt8(ascii: "@")) { hostPort = hostPort[(at + 1)...] }
-        var host: ArraySlice<UInt8>
-        var portBytes: ArraySlice<UInt8>? = nil
-        if hostPort.first == UInt8(ascii: "[") {
-            guard let close = hostPort.firstIndex(of: UInt8(ascii: "]")) else { throw .invalidURL }
-            host = hostPort[(hostPort.startIndex + 1)..<close]
-            let rest = hostPort[(close + 1)...]
-            if !rest.isEmpty {
-                guard rest.first == UInt8(ascii: ":") else { throw .invalidURL }
-                portBytes = rest.dropFirst()
-            }
-            guard !host.isEmpty, host.allSatisfy({ isHexDigit($0) || $0 == 0x3A || $0 == 0x2E || $0 == 0x25 || isAlpha($0) || isDigit($0) })
-            else { throw .invalidURL }
-        } else {
-            if let c = hostPort.lastIndex(of: UInt8(ascii: ":")) {
-                host = hostPort[..<c]
-                portBytes = hostPort[(c + 1)...]
-            } else {
-                host = hostPort
-            }
-            guard !host.isEmpty, host.allSatisfy({ isAlpha($0) || isDigit($0) || $0 == 0x2D || $0 == 0x2E || $0 == 0x5F || $0 == 0x25 || $0 == 0x7E })
-            else { throw .invalidURL }
-        }
-        var port = scheme == "https" ? 443 : 80
-        if let portBytes, !portBytes.isEmpty {
-            guard portBytes.count <= 5, portBytes.allSatisfy(isDigit) else { throw .invalidURL }
-            port = portBytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-            guard (1...65535).contains(port) else { throw .invalidURL }
-        }
-        let hostString = String(decoding: host, as: UTF8.self)
-        return ValidatedURL(string: String(decoding: b, as: UTF8.self), scheme: scheme,
-                            host: host.contains(where: isUpper) ? hostString.lowercased() : hostString, port: port)
+        guard known else { throw .unsupportedScheme }
+        guard let first = rest.next(), first != UInt8(ascii: "/") else { throw .invalidURL }
+        return https
     }
+
+    /// Assembles an accepted URL from libcurl's parts of it: `https` from `urlSyntax` (which reads
+    /// the scheme as libcurl does: the letters, digits, "+", "-" and "." before the first ":"),
+    /// `host` as libcurl reports it (IPv6 literals in brackets), `zone` the IPv6 zone id or nil,
+    /// `port` the port libcurl reports, nil when the URL has none (the scheme's default). The
+    /// port must be 1...65535 (libcurl also takes 0).
+    public static func url<Bytes: BidirectionalCollection>(given: String, https: Bool, host: Bytes, zone: Bytes?, port: Bytes?)
+        throws(InputError) -> ValidatedURL where Bytes.Element == UInt8 {
+        var number = https ? 443 : 80
+        if let port {
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy(isDigit) else { throw .invalidURL }
+            number = port.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(number) else { throw .invalidURL }
+        }
+        var name = host[...]
+        if name.first == UInt8(ascii: "[") {
+            guard name.count >= 2, name.last == UInt8(ascii: "]") else { throw .invalidURL }
+            name = name.dropFirst().dropLast()
+        }
+        guard !name.isEmpty else { throw .invalidURL }
+        var hostString = String(decoding: name, as: UTF8.self)
+        if name.contains(where: isUpper) { hostString = hostString.lowercased() }
+        if let zone { hostString += "%25" + String(decoding: zone, as: UTF8.self) }
+        return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
+    }
+
+    private static let httpsLetters: [UInt8] = Array("https".utf8)
 
     private static func isUpper(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
-
-    /// Whether ASCII `bytes` equal the lowercase `word`, ignoring case.
-    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
-        bytes.count == word.utf8CodeUnitCount
-            && zip(bytes, UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)).allSatisfy { $0 | 0x20 == $1 }
-    }
 
     /// An HTTP method is a token (RFC 9110 tchar), 1 to 64 bytes.
     public static func method<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> String where Bytes.Element == UInt8 {
@@ -119,7 +118,6 @@ public enum Validation {
 
     static func isAlpha(_ c: UInt8) -> Bool { (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) }
     static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
-    static func isHexDigit(_ c: UInt8) -> Bool { isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66) }
     static func isTokenChar(_ c: UInt8) -> Bool {
         if isAlpha(c) || isDigit(c) { return true }
         switch c {

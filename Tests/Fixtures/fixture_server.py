@@ -38,6 +38,13 @@ id=..., group=...):
   /stall?s=S                       nothing for S s (default 30), then close
   /stall-body?n=N&s=S              Content-Length N, N//2 bytes, stall S s, close
   /truncated?n=N                   Content-Length N, N//2 bytes, close (FIN)
+  /trickle?where=W&every=S&n=N&size=B   a slow server: one piece of B bytes (default 1) every S s
+                                   (default 1), N pieces (default: until the client leaves);
+                                   where=body: a 200 head, then body bytes (Content-Length N*B);
+                                   where=headers: the status line, then header lines
+                                   "X-Trickle-<i>: x" (B ignored), never a blank line;
+                                   where=line: the status line, then one endless header line
+                                   sent B bytes at a time
   /flaky?key=K&fail=F&mode=M&n=N&code=C&retry_after=V&s=S
                                    first F requests per key fail (mode reset|status|
                                    truncated|stall), then 200 with N bytes (ranges=1 as
@@ -473,8 +480,56 @@ class Handler(BaseHTTPRequestHandler):
             self.truncated(self.q("n", 1024, int))
         elif path == "/flaky":
             self.flaky()
+        elif path == "/trickle":
+            self.trickle()
         else:
             self.send(404, "not found")
+
+    def trickle(self):
+        where = self.q("where", "body")
+        every = self.q("every", 1.0, float)
+        count = self.q("n", None, int)
+        size = max(1, self.q("size", 1, int))
+        self.close_connection = True
+        if where == "body":
+            length = (count or 1 << 40) * size
+            self.wfile.write(self.head(200, [("Content-Type", "application/octet-stream")], length=length))
+            piece = lambda i: pattern(i * size, size)
+        else:
+            self.head_sent = True
+            self.wfile.write(f"{self.protocol_version} 200 OK\r\n".encode("latin-1"))
+            if where == "headers":
+                piece = lambda i: f"X-Trickle-{i}: x\r\n".encode("latin-1")
+            else:
+                self.wfile.write(b"X-Endless: ")
+                piece = lambda i: b"y" * size
+        i = 0
+        while count is None or i < count:
+            self.wfile.write(piece(i))
+            self.wfile.flush()
+            i += 1
+            if count is not None and i == count:
+                break
+            if self.client_gone(every):
+                return
+        self.done()
+
+    def client_gone(self, seconds):
+        """Wait `seconds`; True as soon as the client closes the connection."""
+        poller = select.poll()
+        poller.register(self.connection, select.POLLIN)
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if poller.poll(left * 1000):
+                try:
+                    if not socket.socket.recv(self.connection, 1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                        return True
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return True
+                time.sleep(min(left, 0.05))
+        return False
 
     def bytes(self):
         n = self.q("n", 0, int)

@@ -3,17 +3,12 @@ import RequestQueueCore
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-/// The error of Validation.url, or nil when the URL is accepted.
-private func urlError(_ b: [UInt8]) -> InputError? {
-    do {
-        _ = try Validation.url(b)
-        return nil
-    } catch {
-        return error
-    }
+private func syntaxError(_ s: String) -> InputError? {
+    do { _ = try Validation.urlSyntax(Array(s.utf8)); return nil } catch { return error }
 }
-private func urlError(_ s: String) -> InputError? { urlError(bytes(s)) }
-
+private func syntaxError(_ b: [UInt8]) -> InputError? {
+    do { _ = try Validation.urlSyntax(b); return nil } catch { return error }
+}
 private func methodError(_ b: [UInt8]) -> InputError? {
     do { _ = try Validation.method(b); return nil } catch { return error }
 }
@@ -24,28 +19,9 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
     do { _ = try Validation.headerValue(b); return nil } catch { return error }
 }
 
-struct AcceptedURL: Sendable, CustomTestStringConvertible {
-    let input: String
-    let scheme: String
-    let host: String
-    let port: Int
-    var testDescription: String { input.count > 80 ? "\(input.prefix(60))... (\(input.utf8.count) bytes)" : input }
-}
-
-struct RejectedURL: Sendable, CustomTestStringConvertible {
-    let input: [UInt8]
-    let error: InputError
-    init(_ input: String, _ error: InputError) { self.input = Array(input.utf8); self.error = error }
-    init(bytes: [UInt8], _ error: InputError) { self.input = bytes; self.error = error }
-    var testDescription: String {
-        let text = String(decoding: input, as: UTF8.self)
-        let shown = text.count > 80 ? "\(text.prefix(40))... (\(input.count) bytes)" : text.debugDescription
-        return "\(shown) -> \(error)"
-    }
-}
-
-private let longPath = String(repeating: "a", count: Validation.maxURLLength - "http://h/".utf8.count)
-
+/// The pure part of URL checking: the syntax rules applied before libcurl parses a URL, and the
+/// assembling of libcurl's parts. The whole parser (with libcurl) is tested in
+/// RequestQueueTests/URLTests.swift.
 @Suite struct ValidationTests {
     @Test func limitsMatchTheCHeader() {
         #expect(Validation.maxURLLength == 65536)
@@ -55,178 +31,21 @@ private let longPath = String(repeating: "a", count: Validation.maxURLLength - "
         #expect(Validation.maxHeaderCount == 1000)
     }
 
-    // MARK: URLs
+    // MARK: URL syntax (before libcurl)
 
-    @Test(arguments: [
-        AcceptedURL(input: "http://example.com/path", scheme: "http", host: "example.com", port: 80),
-        AcceptedURL(input: "https://example.com/", scheme: "https", host: "example.com", port: 443),
-        AcceptedURL(input: "http://host", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "https://host", scheme: "https", host: "host", port: 443),
-        AcceptedURL(input: "HTTP://Example.COM:8080/Path/X", scheme: "http", host: "example.com", port: 8080),
-        AcceptedURL(input: "HtTpS://H", scheme: "https", host: "h", port: 443),
-        AcceptedURL(input: "http://127.0.0.1:8080/x", scheme: "http", host: "127.0.0.1", port: 8080),
-        AcceptedURL(input: "https://h:1", scheme: "https", host: "h", port: 1),
-        AcceptedURL(input: "https://h:65535/", scheme: "https", host: "h", port: 65535),
-        AcceptedURL(input: "http://h:00080/", scheme: "http", host: "h", port: 80),
-        AcceptedURL(input: "https://h:80", scheme: "https", host: "h", port: 80),
-        AcceptedURL(input: "http://h:443", scheme: "http", host: "h", port: 443),
-        // An empty port means the default one (RFC 3986 allows "host:").
-        AcceptedURL(input: "http://h:/p", scheme: "http", host: "h", port: 80),
-        AcceptedURL(input: "http://[::1]:/x", scheme: "http", host: "::1", port: 80),
-        AcceptedURL(input: "http://[::1]:8080/x", scheme: "http", host: "::1", port: 8080),
-        AcceptedURL(input: "https://[::1]", scheme: "https", host: "::1", port: 443),
-        AcceptedURL(input: "http://[2001:DB8::A]/", scheme: "http", host: "2001:db8::a", port: 80),
-        AcceptedURL(input: "http://[fe80::1%25eth0]:81/", scheme: "http", host: "fe80::1%25eth0", port: 81),
-        AcceptedURL(input: "http://[::ffff:127.0.0.1]:9/", scheme: "http", host: "::ffff:127.0.0.1", port: 9),
-        AcceptedURL(input: "http://user:secret@host:81/p", scheme: "http", host: "host", port: 81),
-        AcceptedURL(input: "http://user@host", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "http://us%40er:p:a@ss@host/", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "http://user:pw@[::1]:7/", scheme: "http", host: "::1", port: 7),
-        AcceptedURL(input: "http://host?q=1&r=a:b@c", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "http://host:8080?q=1", scheme: "http", host: "host", port: 8080),
-        AcceptedURL(input: "http://host#frag:99", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "http://host/p@x:99?a#b", scheme: "http", host: "host", port: 80),
-        AcceptedURL(input: "http://h/a%20b?x=[1]&y={}|\\^`\"<>", scheme: "http", host: "h", port: 80),
-        AcceptedURL(input: "http://my_host-1.example~x/", scheme: "http", host: "my_host-1.example~x", port: 80),
-        AcceptedURL(input: "http://xn--bcher-kva.example/", scheme: "http", host: "xn--bcher-kva.example", port: 80),
-        AcceptedURL(input: "http://h/" + longPath, scheme: "http", host: "h", port: 80),
-    ])
-    func acceptedURL(_ c: AcceptedURL) throws {
-        let u = try Validation.url(bytes(c.input))
-        #expect(u.string == c.input)           // kept byte for byte, as given
-        #expect(u.scheme == c.scheme)
-        #expect(u.host == c.host)
-        #expect(u.port == c.port)
-        #expect(u.origin == "\(c.scheme)://\(c.host):\(c.port)")
-    }
-
-    @Test func exactlyTheMaximumLengthIsAccepted() throws {
-        let url = "http://h/" + longPath
-        #expect(url.utf8.count == 65536)
-        #expect(try Validation.url(bytes(url)).string.utf8.count == 65536)
-        #expect(urlError(url + "a") == .invalidURL)
-    }
-
-    @Test func origin() throws {
-        #expect(try Validation.url(bytes("HTTPS://API.Example.org/v1?x")).origin == "https://api.example.org:443")
-        #expect(try Validation.url(bytes("http://a.b:8080")).origin == "http://a.b:8080")
-        #expect(try Validation.url(bytes("http://[::1]:8080/")).origin == "http://::1:8080")
-        // Userinfo, path, query and fragment are not part of the origin.
-        let a = try Validation.url(bytes("http://u:p@h:81/x?y#z"))
-        let b = try Validation.url(bytes("http://H:81"))
-        #expect(a.origin == b.origin)
-        #expect(a != b)
-        // The default port is explicit, so both spellings share the origin.
-        #expect(try Validation.url(bytes("http://h")).origin == Validation.url(bytes("http://h:80/")).origin)
-        #expect(try Validation.url(bytes("http://h")).origin != Validation.url(bytes("https://h")).origin)
-    }
-
-    @Test func acceptsAnyCollectionOfBytes() throws {
-        let slice = bytes("xxhttp://h:81/yy")[2...]
-        #expect(try Validation.url(slice).port == 81)
-        #expect(try Validation.url("https://h".utf8).scheme == "https")
-        #expect(try Validation.url(ContiguousArray(bytes("http://q"))).host == "q")
-    }
-
-    @Test(arguments: [
-        // Empty, blanks, controls, non-ASCII.
-        RejectedURL("", .invalidURL),
-        RejectedURL(" ", .invalidURL),
-        RejectedURL(" http://h/", .invalidURL),
-        RejectedURL("http://h/ ", .invalidURL),
-        RejectedURL("http://exa mple.com/", .invalidURL),
-        RejectedURL("http://h/a b", .invalidURL),
-        RejectedURL("http://h/\t", .invalidURL),
-        RejectedURL("http://h/\r\nX: y", .invalidURL),
-        RejectedURL("http://h/\n", .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0x00] + bytes("x"), .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0x01], .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0x1F], .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0x7F], .invalidURL),
-        RejectedURL("http://héllo.com/", .invalidURL),
-        RejectedURL("http://h/caf\u{E9}", .invalidURL),
-        RejectedURL("http://h/\u{1F600}", .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0x80], .invalidURL),
-        RejectedURL(bytes: bytes("http://h/") + [0xFF, 0xFE], .invalidURL),
-        RejectedURL(bytes: [0xC3, 0xA9] + bytes("http://h/"), .invalidURL),
-        // ftp with a non-ASCII byte: the characters are checked before the scheme.
-        RejectedURL(bytes: bytes("ftp://h/") + [0x80], .invalidURL),
-        // Not absolute, or a malformed scheme.
-        RejectedURL("example.com/path", .invalidURL),
-        RejectedURL("/path", .invalidURL),
-        RejectedURL("http", .invalidURL),
-        RejectedURL("://host/", .invalidURL),
-        RejectedURL(":", .invalidURL),
-        RejectedURL("1http://h/", .invalidURL),
-        RejectedURL("h_t://h/", .invalidURL),
-        RejectedURL("-http://h/", .invalidURL),
-        // Missing "//".
-        RejectedURL("http:", .invalidURL),
-        RejectedURL("http:h", .invalidURL),
-        RejectedURL("http:example.com/x", .invalidURL),
-        RejectedURL("http:/example.com/x", .invalidURL),
-        RejectedURL("https:\\\\h", .invalidURL),
-        RejectedURL("HTTPS:/h", .invalidURL),
-        // Empty host.
-        RejectedURL("http://", .invalidURL),
-        RejectedURL("https://", .invalidURL),
-        RejectedURL("http:///path", .invalidURL),
-        RejectedURL("http://:8080/", .invalidURL),
-        RejectedURL("http://user@/", .invalidURL),
-        RejectedURL("http://user:pw@:80", .invalidURL),
-        RejectedURL("http://?q=1", .invalidURL),
-        RejectedURL("http://#f", .invalidURL),
-        RejectedURL("http://[]/", .invalidURL),
-        RejectedURL("http://[]:80/", .invalidURL),
-        // Bad host characters.
-        RejectedURL("http://ho!st/", .invalidURL),
-        RejectedURL("http://a,b/", .invalidURL),
-        RejectedURL("http://h\\evil.com/", .invalidURL),
-        RejectedURL("http://::1/", .invalidURL),
-        RejectedURL("http://h:80:80/", .invalidURL),
-        // Malformed IPv6 literals.
-        RejectedURL("http://[::1/", .invalidURL),
-        RejectedURL("http://[::1]x/", .invalidURL),
-        RejectedURL("http://[::1]]/", .invalidURL),
-        RejectedURL("http://[::1]:0/", .invalidURL),
-        RejectedURL("http://[::1]:65536/", .invalidURL),
-        RejectedURL("http://[:!:1]/", .invalidURL),
-        // Bad ports.
-        RejectedURL("http://h:0/", .invalidURL),
-        RejectedURL("http://h:00000", .invalidURL),
-        RejectedURL("http://h:65536/", .invalidURL),
-        RejectedURL("http://h:99999", .invalidURL),
-        RejectedURL("http://h:123456/", .invalidURL),
-        RejectedURL("http://h:000080", .invalidURL),
-        RejectedURL("http://h:8o/", .invalidURL),
-        RejectedURL("http://h:abc/", .invalidURL),
-        RejectedURL("http://h:-1/", .invalidURL),
-        RejectedURL("http://h:+80/", .invalidURL),
-        RejectedURL("http://h:0x50/", .invalidURL),
-        RejectedURL("http://h:99999999999999999999999/", .invalidURL),
-        // Too long: 65537 bytes.
-        RejectedURL("http://h/" + longPath + "a", .invalidURL),
-        // Other schemes.
-        RejectedURL("ftp://h/x", .unsupportedScheme),
-        RejectedURL("FTP://h/x", .unsupportedScheme),
-        RejectedURL("file:///etc/passwd", .unsupportedScheme),
-        RejectedURL("ftp://", .unsupportedScheme),
-        RejectedURL("ws://h/", .unsupportedScheme),
-        RejectedURL("httpx://h/", .unsupportedScheme),
-        RejectedURL("http+unix://h/", .unsupportedScheme),
-        RejectedURL("htt://h/", .unsupportedScheme),
-        RejectedURL("mailto:x", .unsupportedScheme),
-        RejectedURL("mailto:someone@example.com", .unsupportedScheme),
-        RejectedURL("javascript:alert(1)", .unsupportedScheme),
-        RejectedURL("data:text/plain,hi", .unsupportedScheme),
-        RejectedURL("ftp:", .unsupportedScheme),
-        RejectedURL("ftp:x", .unsupportedScheme),
-        // "host:port" without a scheme parses as scheme "localhost" (RFC 3986 agrees).
-        RejectedURL("localhost:8080", .unsupportedScheme),
-        RejectedURL("example.com:80/x", .unsupportedScheme),
-    ])
-    func rejectedURL(_ c: RejectedURL) {
-        #expect(urlError(c.input) == c.error)
+    @Test func urlSyntax() throws {
+        #expect(try Validation.urlSyntax(bytes("http://h")) == false)
+        #expect(try Validation.urlSyntax(bytes("HtTpS://h")) == true)
+        #expect(try Validation.urlSyntax(bytes("https://h/" + String(repeating: "a", count: 65536 - 10))) == true)
+        #expect(syntaxError("https://h/" + String(repeating: "a", count: 65536 - 9)) == .invalidURL)
+        for bad in ["", "http", "http:", ":", "://h", "1http://h", "-http://h", "h_t://h", "http:/h", "http:h",
+                    "https:\\\\h", "http://", "http:///x", "http:////x", "http://h/ ", "example.com/x"] {
+            #expect(syntaxError(bad) == .invalidURL, "\(bad)")
+        }
+        for other in ["ftp://h/", "FTP://h", "ftp:", "ftp:x", "httpx://h", "htt://h", "http+unix://h", "ws://h",
+                      "mailto:x", "localhost:8080", "data:text/plain,hi", "file:///etc/passwd"] {
+            #expect(syntaxError(other) == .unsupportedScheme, "\(other)")
+        }
     }
 
     @Test func everyControlAndNonASCIIByteIsRejectedAnywhere() {
@@ -235,36 +54,52 @@ private let longPath = String(repeating: "a", count: Validation.maxURLLength - "
             for position in [0, 4, 7, 8, 9, valid.count] {
                 var b = valid
                 b.insert(byte, at: position)
-                if urlError(b) != .invalidURL {
-                    Issue.record("byte \(byte) at \(position): \(String(describing: urlError(b)))")
+                if syntaxError(b) != .invalidURL {
+                    Issue.record("byte \(byte) at \(position): \(String(describing: syntaxError(b)))")
                 }
             }
         }
-        // Every printable ASCII byte other than space is accepted in the path.
-        for byte in UInt8(0x21)...0x7E {
-            #expect(urlError(valid + [byte]) == nil, "byte \(byte)")
-        }
+        // ftp with a non-ASCII byte: the characters are checked before the scheme.
+        #expect(syntaxError(bytes("ftp://h/") + [0x80]) == .invalidURL)
+        #expect(syntaxError([UInt8](repeating: 0xFF, count: 70_000)) == .invalidURL)
+        #expect(syntaxError([UInt8](repeating: 0x3A, count: 70_000)) == .invalidURL)
     }
 
-    @Test func everyPortFromOneTo65535IsAccepted() throws {
-        for port in [1, 2, 9, 10, 99, 100, 999, 1000, 9999, 10000, 65534, 65535] {
-            #expect(try Validation.url(bytes("http://h:\(port)/")).port == port)
-        }
-        var checked = 0
-        for port in stride(from: 1, through: 65535, by: 97) {
-            if try Validation.url(bytes("https://[::1]:\(port)")).port != port { Issue.record("port \(port)") }
-            checked += 1
-        }
-        #expect(checked == 676)
+    @Test func acceptsAnyCollectionOfBytes() throws {
+        #expect(try Validation.urlSyntax(bytes("xxhttps://h:81/yy")[2...]) == true)
+        #expect(try Validation.urlSyntax("https://h".utf8) == true)
+        #expect(try Validation.urlSyntax(ContiguousArray(bytes("http://q"))) == false)
     }
 
-    @Test func hugeInputIsRejectedWithoutTrapping() {
-        #expect(urlError([UInt8](repeating: 0x61, count: 1 << 20)) == .invalidURL)
-        #expect(urlError(bytes("http://h/") + [UInt8](repeating: 0x61, count: 1 << 20)) == .invalidURL)
-        #expect(urlError([UInt8](repeating: 0x3A, count: 70_000)) == .invalidURL)
-        #expect(urlError([UInt8](repeating: 0xFF, count: 70_000)) == .invalidURL)
+    // MARK: Assembling libcurl's parts
+
+    private func assemble(_ scheme: String, _ host: String, _ port: String?, zone: String? = nil) throws(InputError) -> ValidatedURL {
+        try Validation.url(given: "g", https: scheme == "https", host: Array(host.utf8), zone: zone.map { Array($0.utf8) },
+                           port: port.map { Array($0.utf8) })
     }
 
+    @Test func assemblesTheOriginFromLibcurlsParts() throws {
+        #expect(try assemble("http", "Example.COM", "8080").origin == "http://example.com:8080")
+        #expect(try assemble("https", "h", "443").origin == "https://h:443")
+        #expect(try assemble("http", "[::1]", "80").host == "::1")
+        #expect(try assemble("http", "h", nil).port == 80)
+        #expect(try assemble("https", "h", nil).port == 443)
+        #expect(try assemble("http", "[FE80::1]", "81", zone: "eth0").origin == "http://fe80::1%25eth0:81")
+        let u = try assemble("http", "h", "65535")
+        #expect(u.string == "g" && u.port == 65535 && u.scheme == "http")
+    }
+
+    @Test func rejectsWhatTheHeaderForbidsEvenWhenLibcurlTakesIt() {
+        #expect(throws: InputError.invalidURL) { try assemble("http", "h", "0") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "h", "65536") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "h", "") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "h", "123456") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "h", "8o") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "[]", "80") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "", "80") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "[", "80") }
+        #expect(throws: InputError.invalidURL) { try assemble("http", "[::1", "80") }
+    }
     // MARK: Methods
 
     @Test(arguments: ["GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",

@@ -628,6 +628,53 @@ static void rows_requests(void) {
     TIME_ROWS(rq_request_set_connect_timeout);
     TIME_ROWS(rq_request_set_idle_timeout);
     TIME_ROWS(rq_request_set_retry_delay);
+    TIME_ROWS(rq_request_set_header_timeout);
+    /* rq_request_set_low_speed_limit: the window is a time as above; the rate is finite, >= 0,
+     * at most 1e12. */
+    ROW(rq_request_set_low_speed_limit, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT,
+        rq_request_set_low_speed_limit(NULL, 1, 1));
+    ROW(rq_request_set_low_speed_limit, FREED, "a freed request", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_low_speed_limit(freed, 1, 1));
+    ROW(rq_request_set_low_speed_limit, FOREIGN, "a stack address", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_low_speed_limit(foreign(0), 1, 1));
+    ROW(rq_request_set_low_speed_limit, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN,
+        rq_request_set_low_speed_limit(frozen, 1, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window -1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, -1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window -1e-300", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, -1e-300));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window NaN", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, NAN));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window +INFINITY", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, INFINITY));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window -INFINITY", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, -INFINITY));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window 1e6 + 1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, 1e6 + 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "window DBL_MAX", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1, DBL_MAX));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate -1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, -1, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate -1e-300", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, -1e-300, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate NaN", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, NAN, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate +INFINITY", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, INFINITY, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate -INFINITY", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, -INFINITY, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate 1e12 + 1e6", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, 1e12 + 1e6, 1));
+    ROW(rq_request_set_low_speed_limit, INVALID, "rate DBL_MAX", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_low_speed_limit(r, DBL_MAX, 1));
+    ROW(rq_request_set_low_speed_limit, VALID, "rate 1e12, window 1e6", RQ_OK,
+        rq_request_set_low_speed_limit(r, 1e12, 1e6));
+    ROW(rq_request_set_low_speed_limit, VALID, "rate 0 and window 0 (off)", RQ_OK,
+        rq_request_set_low_speed_limit(r, 0, 0));
+    ROW(rq_request_set_low_speed_limit, VALID, "-0.0 both", RQ_OK,
+        rq_request_set_low_speed_limit(r, -0.0, -0.0));
+    ROW(rq_request_set_low_speed_limit, VALID, "DBL_MIN both (tiny)", RQ_OK,
+        rq_request_set_low_speed_limit(r, DBL_MIN, DBL_MIN));
 
     /* rq_request_set_credentials */
     ROW(rq_request_set_credentials, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, rq_request_set_credentials(NULL, "u", "p"));

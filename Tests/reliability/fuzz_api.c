@@ -11,7 +11,7 @@
  *   [7] tag                   rq_request_set_tag, rq_queue_count_tag, rq_queue_snapshot_tag
  *   [8] numbers               8 bytes at a time, as doubles (timeouts, delays, backoff) and as
  *                             integers (redirects, attempts, priority, retry outcomes and statuses,
- *                             duplicates mode)
+ *                             duplicates mode), then the header timeout and low-speed limit
  * A valid request is added to a suspended queue (duplicates mode from the input, so that equality
  * and coalescing compare the fuzzed headers and bodies), counted and listed by tag, then cancelled;
  * every completion is delivered before the input ends.
@@ -211,6 +211,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ORACLE((rc == RQ_OK) == statuses_ok && (rc == RQ_OK || rc == RQ_ERR_INVALID_ARGUMENT));
     }
     ORACLE(rq_request_set_retry(r, numbers_size > 2 ? numbers[2] : 0) == RQ_OK);
+    /* Slow-server limits (read after the numbers above, so that older seeds keep their meaning). */
+    t = next_double(numbers, numbers_size, &at);
+    rc = rq_request_set_header_timeout(r, t);
+    ORACLE((rc == RQ_OK) == valid_seconds(t) && (rc == RQ_OK || rc == RQ_ERR_INVALID_ARGUMENT));
+    double rate = next_double(numbers, numbers_size, &at);
+    t = next_double(numbers, numbers_size, &at);
+    rc = rq_request_set_low_speed_limit(r, rate, t);
+    ORACLE((rc == RQ_OK) == (isfinite(rate) && rate >= 0 && rate <= 1e12 && valid_seconds(t)));
 
     /* Into the suspended queue (for half of the inputs, as it is the slow part): equality and
      * coalescing compare what was fuzzed. */
