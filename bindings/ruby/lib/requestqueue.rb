@@ -16,6 +16,7 @@ end
 require_relative "requestqueue/version"
 require_relative "requestqueue/native"
 require_relative "requestqueue/errors"
+require_relative "requestqueue/reaper"
 require_relative "requestqueue/response"
 require_relative "requestqueue/request"
 require_relative "requestqueue/callbacks"
