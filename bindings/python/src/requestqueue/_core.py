@@ -8,9 +8,9 @@ Lifetimes
   arrives on a thread of the library.
 * The context given to the library for a request is the request's own handle, not a pointer to a
   Python object (handle values are never reused within a process): the callbacks look it up in
-  ``_registry``, which holds the :class:`Request` (and so its callbacks and its queue) from ``add``
-  until its completion callback. A context the registry no longer knows is ignored, so no callback
-  can reach a freed Python object.
+  ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
+  callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
+  whose request was collected, is ignored, so no callback can reach a freed Python object.
 * Nothing that can run inside the garbage collector (``Request.__del__``, weakref callbacks,
   finalizers) calls the library, cffi or takes a lock: the collector can run at any allocation,
   also while this thread holds cffi's lock (inside ``ffi.new``) or one of the library's. What it
@@ -23,8 +23,8 @@ Lifetimes
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
   garbage collected (its weakref's callback queues the weakref in ``_releases``; ``_retained`` maps
   each weakref to the Response's ``__dict__``), never in a forked child for a response of the parent
-  nor once the interpreter is exiting. Before a ``fork()`` every retained response is read in full and released, so the child
-  never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
+  nor once the interpreter is exiting. Before a ``fork()`` every retained response is read in full
+  and released, so the child never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
   copies everything at once instead (the retained response would hold a second copy of the body),
   as does an authentication challenge.
 * A :class:`Request` releases its handle after it is garbage collected (queued in ``_releases``; the
