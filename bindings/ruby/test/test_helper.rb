@@ -15,6 +15,12 @@ require "rbconfig"
 require "timeout"
 require "requestqueue"
 
+# The suite tests this checkout's lib/, never a copy of the gem installed elsewhere.
+loaded = $LOADED_FEATURES.grep(%r{/requestqueue\.rb\z})
+unless loaded == [File.expand_path("../lib/requestqueue.rb", __dir__)]
+  abort "test_helper: the suite loaded #{loaded.inspect}, not #{File.expand_path("../lib", __dir__)}"
+end
+
 module Fixture
   ROOT = File.expand_path("../../..", __dir__)
   SERVER = ENV["RQ_FIXTURE_SERVER"] || File.join(ROOT, "Tests/Fixtures/fixture_server.py")

@@ -8,22 +8,28 @@ Lifetimes
   arrives on a thread of the library.
 * The context given to the library for a request is the request's own handle, not a pointer to a
   Python object (handle values are never reused within a process): the callbacks look it up in
-  ``_registry``, which holds the :class:`Request` (and so its callbacks and its queue) from ``add``
-  until its completion callback. A context the registry no longer knows is ignored, so no callback
-  can reach a freed Python object.
+  ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
+  callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
+  whose request was collected, is ignored, so no callback can reach a freed Python object.
+* Nothing that can run inside the garbage collector (``Request.__del__``, weakref callbacks,
+  finalizers) calls the library, cffi or takes a lock: the collector can run at any allocation,
+  also while this thread holds cffi's lock (inside ``ffi.new``) or one of the library's. What it
+  lets go of is only appended to ``_releases`` (a deque: safe there) and released at the next safe
+  point, ``_drain``: every entry into the binding that calls the library (creating a request or a
+  queue, ``add``, every queue method, dispatching, closing), the reaper thread, and exit.
 * A response is borrowed from the library only during its callback. A completion copies its status,
   outcome and body, and retains it (``rq_response_retain``): the other fields of the
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
-  ``_lazy_lock``, and kept. It is released once every field has been read, or when the Response is
-  garbage collected (a weakref callback; ``_retained`` maps each weakref to the Response's
-  ``__dict__``), never in a forked child for a response of the parent nor once the interpreter is
-  exiting. Before a ``fork()`` every retained response is read in full and released, so the child
-  never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
+  ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
+  garbage collected (its weakref's callback queues the weakref in ``_releases``; ``_retained`` maps
+  each weakref to the Response's ``__dict__``), never in a forked child for a response of the parent
+  nor once the interpreter is exiting. Before a ``fork()`` every retained response is read in full
+  and released, so the child never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
   copies everything at once instead (the retained response would hold a second copy of the body),
   as does an authentication challenge.
-* A :class:`Request` releases its handle when it is garbage collected (the library keeps a request
-  in flight for itself), except in a forked child for a request of the parent and once the
-  interpreter is exiting.
+* A :class:`Request` releases its handle after it is garbage collected (queued in ``_releases``; the
+  library keeps a request in flight for itself), except in a forked child for a request of the
+  parent and once the interpreter is exiting.
 * The C callbacks are module globals created once, never freed.
 * Streaming (``stream=True``): the pieces of the body are kept in the request's buffer until
   :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` hands them out. The library pauses a
@@ -31,10 +37,15 @@ Lifetimes
   binding stops delivering while the reader is behind: a :class:`Queue` delivers only inside the
   iterator (or another wait), when the buffer is empty; an :class:`AsyncQueue` stops watching its
   descriptor while an iterated buffer holds more than ``STREAM_BUFFER_LIMIT`` bytes.
-* Queues are closed by ``close()``, by their context manager, by the garbage collector when no
-  request is in flight, and at interpreter exit by an ``atexit`` hook (``rq_queue_free`` cancels what
-  is in flight and delivers its completions before returning). In a child created by ``fork()`` the
-  library's threads do not exist: the child never calls the library for the parent's objects.
+* Queues are closed by ``close()``, by their context manager, and at interpreter exit by an
+  ``atexit`` hook (``rq_queue_free`` cancels what is in flight and delivers its completions before
+  returning). Nothing global holds a queue: ``_registry`` holds its requests in flight only weakly
+  (the queue holds them, and each holds its queue), so a queue nobody references any more, with its
+  requests, is garbage. Its finalizer (inside the collector) only hands it to the reaper, a thread
+  of this module started with the first queue, which frees it (its requests still in flight are
+  cancelled; their callbacks are not called: nobody holds them any more) and emits a
+  ResourceWarning, as an unclosed file does. In a child created by ``fork()`` the library's threads
+  do not exist: the child never calls the library for the parent's objects.
 """
 
 from __future__ import annotations
@@ -48,7 +59,10 @@ import select
 import sys
 import threading
 import time
+import tracemalloc
+import warnings
 import weakref
+from queue import SimpleQueue
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -130,12 +144,23 @@ _UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 # Process-wide state
 # --------------------------------------------------------------------------------------------------
 
-# handle -> request in flight (added, completion not yet run). Keys are rq_request * cdata, which
-# hash and compare by address, so the void * context of a callback finds its request.
-_registry: Dict[Any, "Request"] = {}
+# handle -> weak reference to the request in flight (added, completion not yet run). Keys are
+# rq_request * cdata, which hash and compare by address, so the void * context of a callback finds
+# its request. Weak: the request's queue holds it (see the Lifetimes above).
+_registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
+# What the garbage collector let go of, released by _drain: rq_request * handles of collected
+# Requests, and the weakrefs of collected Responses (keys of _retained). Only appended to by code
+# that can run inside the collector (deque.append takes no lock).
+_releases: Deque[Any] = collections.deque()
+_release_later = _releases.append
+# Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
+# collector): freed by the reaper thread. Also carries the reaper's stop (None) and flush marks.
+_dropped: "SimpleQueue[Any]" = SimpleQueue()
+_reaper: Optional[threading.Thread] = None
+_reaper_lock = threading.Lock()
 
 
 def _before_fork() -> None:
@@ -151,8 +176,10 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     # The library's threads were not copied into this process: the parent's queues and requests
     # must never be handed to the library here (a free would wait for a thread that is gone).
-    global _pid
+    global _pid, _dropped, _reaper, _reaper_lock
     _pid = os.getpid()
+    _releases.clear()
+    _dropped, _reaper, _reaper_lock = SimpleQueue(), None, threading.Lock()  # the reaper stayed there
     _lazy_lock.release()
     with _lazy_lock:
         # Only a completion that ran on another thread while the parent was forking can be left: it
@@ -172,19 +199,119 @@ if hasattr(os, "register_at_fork"):
 def _close_all_at_exit() -> None:
     """Closes every open queue before the interpreter goes away: in-flight requests are cancelled
     and their completions delivered (without running user callbacks: there is no caller left to
-    hear about them)."""
+    hear about them). The reaper first frees the queues dropped so far, and stops."""
     global _exiting
+    reaper = _reaper
+    if reaper is not None and reaper.is_alive():
+        _dropped.put(None)
+        reaper.join()
+    _drain()
     _exiting = True
-    for queue in list(_open_queues):
+    while True:
+        for queue in list(_open_queues):
+            try:
+                queue._close(at_exit=True)
+            except BaseException:  # noqa: BLE001 - nothing can be reported at exit
+                pass
         try:
-            queue._close(at_exit=True)
-        except BaseException:  # noqa: BLE001 - nothing can be reported at exit
-            pass
+            item = _dropped.get_nowait()  # dropped meanwhile (a collection while closing)
+        except Exception:  # noqa: BLE001 - queue.Empty: all done
+            break
+        if isinstance(item, tuple):
+            try:
+                _free_dropped(item)
+            except BaseException:  # noqa: BLE001 - nothing can be reported at exit
+                pass
 
 
-def _free_queue(ptr: Any, pid: int) -> None:
-    if pid == _pid:
-        lib.rq_queue_free(ptr)
+def _drain() -> None:
+    """Does the releases the garbage collector queued in _releases. At safe points only: never
+    inside the collector."""
+    if _exiting:
+        return
+    while _releases:
+        try:
+            item = _releases.popleft()
+        except IndexError:  # another thread took the last one
+            break
+        if type(item) is weakref.ref:  # a collected Response
+            with _lazy_lock:
+                entry = _retained.pop(id(item), None)
+                ptr = entry[1].pop("_retained", None) if entry is not None else None
+            if ptr is not None:
+                lib.rq_response_release(ptr)
+        else:
+            lib.rq_request_free(item)
+
+
+def _start_reaper() -> None:
+    global _reaper
+    with _reaper_lock:
+        if _reaper is None:
+            _reaper = threading.Thread(target=_reap, name="requestqueue-reaper", daemon=True)
+            _reaper.start()
+
+
+def _reap() -> None:
+    """The reaper thread: frees the queues that were dropped without close() (see _dropped)."""
+    dropped = _dropped  # (a forked child gets its own)
+    while True:
+        item = dropped.get()
+        if item is None:
+            return
+        try:
+            if isinstance(item, tuple):
+                _free_dropped(item)
+                _drain()
+            else:
+                item.set()  # _wait_for_reaper's mark: everything before it is done
+        except BaseException as exc:  # noqa: BLE001 - the reaper must go on
+            _unexpected(type(exc), exc, exc.__traceback__)
+
+
+def _wait_for_reaper() -> None:
+    """Returns once every queue dropped so far (handed to the reaper) has been freed."""
+    if _reaper is not None and _reaper.is_alive():
+        done = threading.Event()
+        _dropped.put(done)
+        done.wait()
+
+
+def _free_dropped(info: Tuple[Any, ...]) -> None:
+    """Frees a queue that was garbage collected without close(), outside the collector, and warns
+    as an unclosed file does. Its requests were collected with it: their completions (cancelled)
+    find nobody in _registry, so no callback of the caller runs."""
+    ptr, pid, kind, filename, lineno, allocated = info
+    if pid != _pid:
+        return
+    count = ffi.new("size_t *")
+    in_flight = int(count[0]) if lib.rq_queue_count(ptr, count) == 0 else 0
+    lib.rq_queue_free(ptr)
+    message = f"unclosed requestqueue {kind}: freed by the garbage collector"
+    if in_flight:
+        message += f", {in_flight} request{'s' if in_flight != 1 else ''} in flight cancelled"
+    message += "; close it with close() or a with block"
+    if allocated is not None:
+        message += "\nObject allocated at (most recent call last):" + "".join(
+            f'\n  File "{file}", lineno {line}' for file, line in allocated)
+    warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+
+
+def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:
+    """The file and line outside this module that is creating a queue; with tracemalloc tracing,
+    also the stack there (oldest frame first, at most tracemalloc's traceback limit of frames),
+    for the ResourceWarning of a queue dropped without close()."""
+    frame: Any = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    site = frame.f_code.co_filename, frame.f_lineno
+    if not tracemalloc.is_tracing():
+        return site[0], site[1], None
+    stack = []
+    while frame is not None and len(stack) < tracemalloc.get_traceback_limit():
+        stack.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return site[0], site[1], tuple(reversed(stack))
 
 
 def _cstring(value: Union[str, bytes], what: str, error: type) -> bytes:
@@ -312,8 +439,8 @@ _EAGER_BODY = 64 * 1024
 _LAZY_PARTS = ("headers", "url", "message", "metrics")
 # id(weakref to a Response) -> (that weakref, the Response's __dict__), for every Response made with
 # a retained rq_response (in the __dict__, as "_retained", until released), until it is collected:
-# the weakref's callback releases it. (Keyed by id: a weakref hashes as its Response, which reads
-# every field.)
+# the weakref's callback queues the weakref in _releases, and _drain releases it. (Keyed by id: a
+# weakref hashes as its Response, which reads every field.)
 _retained: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
 # Held while a retained response is read, and across fork().
 _lazy_lock = threading.Lock()
@@ -356,7 +483,7 @@ def _completed_response(ptr: Any) -> Response:
     if not outcome_code:
         fields["message"] = ""
     fields["_retained"] = lib.rq_response_retain(ptr)
-    ref = _new_ref(response, _response_collected)
+    ref = _new_ref(response, _release_later)
     _retained[id(ref)] = (ref, fields)
     return response
 
@@ -394,15 +521,6 @@ def _load_all_retained(release: bool) -> None:
         _retained.pop(key, None)
 
 
-def _response_collected(ref: Any) -> None:
-    # The weakref callback of a Response made by a completion: nobody can be reading it any more.
-    entry = _retained.pop(id(ref), None)
-    if entry is not None:
-        ptr = entry[1].pop("_retained", None)
-        if ptr is not None:
-            _release(ptr)
-
-
 def _release(ptr: Any) -> None:
     # Not once the interpreter is exiting (lib may be gone). (A forked child holds no response of
     # the parent: they are released before the fork, or let go unreleased in the child.)
@@ -429,26 +547,32 @@ def _unexpected(exc_type: Any, exc_value: Any, traceback: Any) -> None:
     sys.stderr.write(f"requestqueue: internal error in a callback: {exc_value!r}\n")
 
 
+def _live_request(context: Any) -> Optional["Request"]:
+    ref = _registry.get(context)
+    return ref() if ref is not None else None  # (None: collected with its dropped queue)
+
+
 def _on_completion(context: Any, request: Any, response: Any) -> None:
-    req = _registry.pop(context, None)
+    ref = _registry.pop(context, None)
+    req = ref() if ref is not None else None
     if req is not None:
         req._complete(response)
 
 
 def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
-    req = _registry.get(context)
+    req = _live_request(context)
     if req is not None:
         req._progress(req._on_upload_progress, "upload progress", progress, done, total)
 
 
 def _on_download(context: Any, request: Any, progress: float, done: int, total: int) -> None:
-    req = _registry.get(context)
+    req = _live_request(context)
     if req is not None:
         req._progress(req._on_download_progress, "download progress", progress, done, total)
 
 
 def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, response: Any) -> None:
-    req = _registry.get(context)
+    req = _live_request(context)
     if req is None:
         lib.rq_auth_cancel(challenge)  # never leave a challenge without an answer
         return
@@ -456,7 +580,7 @@ def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, res
 
 
 def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> int:
-    req = _registry.get(context)
+    req = _live_request(context)
     if req is not None:
         req._body_piece(data, int(size), int(offset))
     return 0  # a callback that raised has already cancelled the request
@@ -625,6 +749,8 @@ class Request:
     ) -> None:
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
+        if _releases:
+            _drain()
         if params is not None:
             url = _encoding.with_params(url, params)
         out = _newp(_REQUEST_OUT)
@@ -771,11 +897,11 @@ class Request:
             self._call(lib.rq_request_set_body_callback, _body_cb, what="on_body")
 
     def __del__(self) -> None:
-        # Releases the caller's handle. Never in a forked child for a request of the parent, nor
-        # once the interpreter is exiting (as the interpreter goes away, the module's globals
-        # become None: _pid then no longer matches, so lib is not used).
+        # Runs inside the garbage collector: only queues the caller's handle for _drain. Never in
+        # a forked child for a request of the parent, nor once the interpreter is exiting (as the
+        # interpreter goes away, the module's globals become None: _pid then no longer matches).
         if self._owner == _pid and not _exiting:
-            lib.rq_request_free(self._handle)
+            _release_later(self._handle)
 
     # -- construction helpers ----------------------------------------------------------------------
 
@@ -1245,29 +1371,42 @@ class _QueueBase:
         self._closed = True  # until fully set up, so that a failure below leaves nothing to free
         self._closing = False
         self._abandoned = False
+        if _reaper is None:
+            _start_reaper()
+        if _releases:
+            _drain()
+        filename, lineno, allocated = _creation_site()
         out = ffi.new("rq_queue **")
         check(lib.rq_queue_new(lib.RQ_DELIVERY_DISPATCH, out), "Queue()")
         self._ptr = out[0]
-        self._finalizer = weakref.finalize(self, _free_queue, self._ptr, _pid)
-        self._finalizer.atexit = False  # the atexit hook closes queues itself
-        fd = ffi.new("int *")
-        check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
-        self._fd = int(fd[0])
-        self._lock = threading.RLock()
-        self._live: Dict[Any, Request] = {}  # handle -> request in flight
-        # Callback exceptions not yet raised to anyone, with the request whose callback raised.
-        self._errors: List[Tuple[Request, BaseException]] = []
-        self._rate_limit: Optional[RateLimit] = None
-        self._closed = False
-        self.max_concurrent = max_concurrent
-        self.mode = order
-        self.duplicates = dup
-        if max_per_host:
-            self.max_per_host = max_per_host
-        if limit is not None:
-            self.rate_limit = limit
-        if suspended:
-            self.suspend()
+        try:
+            fd = ffi.new("int *")
+            check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
+            self._fd = int(fd[0])
+            self._lock = threading.RLock()
+            self._live: Dict[Any, Request] = {}  # handle -> request in flight
+            # Callback exceptions not yet raised to anyone, with the request whose callback raised.
+            self._errors: List[Tuple[Request, BaseException]] = []
+            self._rate_limit: Optional[RateLimit] = None
+            self._closed = False
+            self.max_concurrent = max_concurrent
+            self.mode = order
+            self.duplicates = dup
+            if max_per_host:
+                self.max_per_host = max_per_host
+            if limit is not None:
+                self.rate_limit = limit
+            if suspended:
+                self.suspend()
+        except BaseException:
+            self._closed = True
+            lib.rq_queue_free(self._ptr)
+            raise
+        # Runs inside the garbage collector if the queue is dropped without close(): only hands it
+        # to the reaper (see _free_dropped). Not at exit: the atexit hook closes queues itself.
+        self._finalizer = weakref.finalize(self, _dropped.put, (self._ptr, _pid, type(self).__name__,
+                                                                filename, lineno, allocated))
+        self._finalizer.atexit = False
         _open_queues.add(self)
 
     # -- settings ----------------------------------------------------------------------------------
@@ -1278,6 +1417,8 @@ class _QueueBase:
         check(code, what)
 
     def _q(self, what: str) -> Any:
+        if _releases:
+            _drain()
         if self._closed:
             raise QueueClosedError(f"{what}: the queue is closed")
         return self._ptr
@@ -1426,6 +1567,8 @@ class _QueueBase:
             req = request
         else:
             req = Request(request, **kwargs)
+        if _releases:
+            _drain()
         self._before_add(req)
         with self._lock:
             if self._closed:
@@ -1436,7 +1579,7 @@ class _QueueBase:
             req._queue = self
             handle = req._handle
             self._live[handle] = req
-            _registry[handle] = req
+            _registry[handle] = _new_ref(req)
             code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
@@ -1522,6 +1665,8 @@ class _QueueBase:
             if self._closed or self._closing:
                 return  # (closed, or being closed by another thread)
             self._closing = True
+        if _releases:
+            _drain()
         code = lib.rq_queue_free(self._ptr)
         if code == _RQ_ERR_WOULD_DEADLOCK:
             self._closing = False
@@ -1847,6 +1992,8 @@ class AsyncQueue(_QueueBase):
     def _dispatch_once(self) -> int:
         if self._closed or self._closing:
             return 0
+        if _releases:
+            _drain()
         ran = ffi.new("size_t *")
         outer, self._dispatching = self._dispatching, True
         try:

@@ -57,32 +57,40 @@ module RequestQueue
 
   # The C callbacks. There is one FFI::Function of each kind for the whole process (never
   # garbage collected); each finds its request in REGISTRY by the native handle's address
-  # (handles are never reused within a process). A request's Ruby blocks stay referenced from
-  # REGISTRY until its completion, its final callback.
+  # (handles are never reused within a process), and its queue's State through it. A request's
+  # Ruby blocks stay referenced by its queue (State#outstanding) until its completion, its final
+  # callback.
   #
   # With the dispatch delivery every callback runs on the Ruby thread that called Queue#run,
   # #dispatch or #close. An exception raised by a block is caught here (it must not unwind
   # through the library's frames) and stored on the queue; the dispatching call raises it once
   # the library has returned.
   module Callbacks
-    # request handle address => [Request, Queue::State]
-    REGISTRY = {}
+    # request handle address => Request, held weakly: nothing global holds a request in flight
+    # (its queue does, and it holds its queue), so a queue nobody references, with its requests,
+    # is garbage (see Reaper). Ruby 3.1's WeakMap has no delete: an entry goes with its Request.
+    REGISTRY = ObjectSpace::WeakMap.new
 
     def self.register(request, state)
-      REGISTRY[request.key] = [request, state]
+      REGISTRY[request.key] = request
       state.add(request.key, request)
     end
 
     def self.unregister(request, state)
-      REGISTRY.delete(request.key)
       state.remove(request.key)
     end
 
-    def self.completion(key, response_pointer)
-      request, state = REGISTRY.delete(key)
-      return unless request
+    # [Request, Queue::State] of a request in flight; nil for one collected with its queue.
+    def self.lookup(key)
+      request = REGISTRY[key]
+      state = request&.queue_state
+      [request, state] if state
+    end
 
-      state.remove(key)
+    def self.completion(key, response_pointer)
+      request, state = lookup(key)
+      return unless request && state.remove(key)
+
       response = Response.copy(response_pointer, request)
       block = request.finish(response)
       block.call(response) if block && !state.suppressed
@@ -91,7 +99,7 @@ module RequestQueue
     end
 
     def self.progress(key, name, fraction, done, total)
-      request, state = REGISTRY[key]
+      request, state = lookup(key)
       return unless request && !state.suppressed
 
       block = request.callback(name)
@@ -102,7 +110,7 @@ module RequestQueue
 
     # Returns 0 to go on, 1 to cancel the request (the block raised).
     def self.body(key, data, size, offset)
-      request, state = REGISTRY[key]
+      request, state = lookup(key)
       return 0 unless request && !state.suppressed
 
       block = request.callback(:on_body)
@@ -114,11 +122,11 @@ module RequestQueue
     end
 
     def self.auth(key, challenge_pointer, failure_count, response_pointer)
-      request, state = REGISTRY[key]
+      request, state = lookup(key)
       block = request&.callback(:on_auth)
       if block.nil? || state.suppressed
-        # No handler (or the queue is being freed by the garbage collector or at exit):
-        # answer now so the request does not wait forever.
+        # No handler (or the queue was dropped, or is being freed at exit): answer now so the
+        # request does not wait forever.
         Native.rq_auth_cancel(challenge_pointer)
         return
       end

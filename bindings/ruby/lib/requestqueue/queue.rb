@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "forwardable"
 require "monitor"
 
 module RequestQueue
@@ -19,20 +20,20 @@ module RequestQueue
   # (add, cancel, suspend, resume, limits), except #run, #dispatch and #close, which raise
   # WouldDeadlockError there.
   class Queue
-    # Bookkeeping shared with the callbacks and the finalizer; it holds neither the Queue nor its
-    # native handle, so an unreachable Queue can be garbage collected.
+    # What the finalizer, the reaper and the exit hook know of a queue: never the Queue, its State
+    # or its requests, so that a queue nobody references (with its requests, which reference it)
+    # is garbage.
+    Handle = Struct.new(:pid, :address, :monitor, :closed, :suppressed) # :nodoc:
+
+    # Bookkeeping shared with the callbacks (which reach it through a request in flight). It holds
+    # the requests in flight (and so their blocks) but not the Queue nor its native handle.
     class State # :nodoc:
-      attr_reader :pid, :address, :monitor, :errors, :outstanding, :idle_reader
-      attr_accessor :closed, :suppressed
+      attr_reader :handle, :errors, :outstanding, :idle_reader
 
       def initialize(address)
-        @pid = Process.pid
-        @address = address
-        @monitor = Monitor.new
+        @handle = Handle.new(Process.pid, address, Monitor.new, false, false)
         @errors = []
         @outstanding = {} # request key => Request, for every request accepted and not completed
-        @closed = false
-        @suppressed = false
         # A pipe that holds one byte exactly while nothing is outstanding, so that a thread
         # waiting in #run wakes up when another thread dispatched the last completion.
         @idle_reader, @idle_writer = IO.pipe
@@ -47,13 +48,18 @@ module RequestQueue
         end
       end
 
+      # Returns whether the request was outstanding.
       def remove(key)
         @idle_lock.synchronize do
-          next unless @outstanding.delete(key)
+          next false unless @outstanding.delete(key)
 
           @idle_writer.write("i") if @outstanding.empty? && !@idle_writer.closed?
+          true
         end
       end
+
+      extend Forwardable
+      def_delegators :@handle, :pid, :address, :monitor, :closed, :closed=, :suppressed
 
       # After the native queue is freed (every completion delivered): nothing waits on it any more.
       def close_pipe
@@ -64,7 +70,7 @@ module RequestQueue
       end
     end
 
-    # Open queues of this process by native address, closed at exit.
+    # Open queues of this process: native address => [Handle, pointer], closed at exit.
     OPEN = {}
     @exit_hook_pid = nil
 
@@ -81,42 +87,40 @@ module RequestQueue
         end
       end
 
-      # The finalizer of the native queue, built here so that it references only the State.
-      # Run by the garbage collector (or at exit) for a queue that was not closed: it frees the
-      # native queue, which cancels its requests; their blocks are not called (there is no
-      # caller to give them to). Skipped in a forked child, where the parent's queue is not ours.
-      def releaser(state)
-        proc { |pointer| release(state, pointer) }
-      end
+      # Frees the native queue of a Queue that was not closed: by the reaper for a queue the
+      # garbage collector let go of (its finalizer only hands it over, see Reaper), and at exit.
+      # It cancels the requests in flight; their blocks are not called (a dropped queue's
+      # requests were collected with it; at exit there is no caller to give them to). Skipped in
+      # a forked child, where the parent's queue is not ours.
+      def release(handle, pointer) # :nodoc:
+        return if handle.closed || handle.pid != Process.pid
 
-      def release(state, pointer) # :nodoc:
-        return if state.closed || state.pid != Process.pid
-
-        state.suppressed = true
-        state.closed = true
-        OPEN.delete(state.address)
+        handle.suppressed = true
+        handle.closed = true
+        OPEN.delete(handle.address)
         Native.rq_queue_free(pointer)
-        state.close_pipe
       end
 
       # Frees every queue of this process still open: requests in flight are cancelled and the
       # library's threads stop before the interpreter exits. Installed with at_exit when the
       # first queue is created (so that it runs after at_exit blocks registered earlier, such
-      # as minitest's). A queue that another thread is dispatching right now is left alone.
+      # as minitest's). The queues dropped so far are freed first (the reaper stops). A queue
+      # that another thread is dispatching right now is left alone.
       def close_all_at_exit # :nodoc:
-        OPEN.values.each do |state, pointer|
-          next unless state.pid == Process.pid && state.monitor.try_enter
+        Reaper.stop
+        OPEN.values.each do |handle, pointer|
+          next unless handle.pid == Process.pid && handle.monitor.try_enter
 
           begin
-            release(state, pointer)
+            release(handle, pointer)
           ensure
-            state.monitor.exit
+            handle.monitor.exit
           end
         end
       end
 
       def track(state) # :nodoc:
-        OPEN[state.address] = [state, FFI::Pointer.new(state.address)]
+        OPEN[state.address] = [state.handle, FFI::Pointer.new(state.address)]
         return if @exit_hook_pid == Process.pid
 
         @exit_hook_pid = Process.pid
@@ -145,8 +149,9 @@ module RequestQueue
       out = FFI::MemoryPointer.new(:pointer)
       RequestQueue.check(Native.rq_queue_new(Native::DELIVERY_DISPATCH, out), "creating a queue")
       raw = out.read_pointer
+      Reaper.start
       @state = State.new(raw.address)
-      @pointer = FFI::AutoPointer.new(raw, Queue.releaser(@state))
+      @pointer = FFI::AutoPointer.new(raw, Reaper.queue_releaser(@state.handle))
       Queue.track(@state)
       fd = FFI::MemoryPointer.new(:int)
       RequestQueue.check(Native.rq_queue_get_fd(@pointer, fd))

@@ -51,13 +51,6 @@ module RequestQueue
 
     attr_reader :url, :http_method, :response, :queue, :tag
 
-    # Releases the native handle when the Request is garbage collected. Built here, in a class
-    # method, so that it holds no reference to the Request. Skipped in a forked child: the
-    # handle belongs to the parent's library state.
-    def self.releaser(pid)
-      proc { |pointer| Native.rq_request_free(pointer) if Process.pid == pid }
-    end
-
     def initialize(url, **options, &on_complete)
       unknown = options.keys - OPTIONS
       raise ArgumentError, "unknown option#{"s" if unknown.size > 1}: #{unknown.join(", ")}" unless unknown.empty?
@@ -65,7 +58,9 @@ module RequestQueue
       @url = build_url(url, options[:params])
       out = FFI::MemoryPointer.new(:pointer)
       RequestQueue.check(Native.rq_request_new(@url, out), "URL #{@url.inspect}")
-      @pointer = FFI::AutoPointer.new(out.read_pointer, Request.releaser(Process.pid))
+      # Released after the Request is garbage collected, by the reaper (never in the finalizer
+      # itself), and not in a forked child: the handle belongs to the parent's library state.
+      @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper.request_releaser(Process.pid))
       @key = @pointer.address
       @http_method = "GET"
       @queue = nil
@@ -178,6 +173,8 @@ module RequestQueue
 
     # The registry key: the native handle's address (handle values are never reused).
     attr_reader :key # :nodoc:
+    # The Queue::State of the queue it was added to.
+    attr_reader :queue_state # :nodoc:
 
     def callback(name) # :nodoc:
       @callbacks[name]
@@ -199,12 +196,13 @@ module RequestQueue
           RequestQueue.check(Native.rq_request_set_body_callback(ptr, Callbacks::BODY), "on_body")
         end
         @queue = queue
+        @queue_state = queue_state
         Callbacks.register(self, queue_state)
         rc = Native.rq_add(queue_pointer, ptr)
         return self if rc == Native::RQ_OK
 
         Callbacks.unregister(self, queue_state)
-        @queue = nil
+        @queue = @queue_state = nil
         RequestQueue.check(rc)
       end
     end

@@ -1,0 +1,93 @@
+# frozen_string_literal: true
+
+module RequestQueue
+  # Releases what the garbage collector lets go of: native request handles and queues nobody
+  # closed.
+  #
+  # Finalizers (ObjectSpace.define_finalizer, FFI::AutoPointer releasers) run wherever Ruby
+  # collects, in a restricted context: Mutex#lock raises there ("can't be called from trap
+  # context"), and the interrupted thread may be anywhere. So the gem's finalizers never call the
+  # library nor take a lock: they only push onto INBOX (Thread::Queue#push is allowed there). A
+  # thread of the gem, started with the first queue, takes each item and releases it: it frees a
+  # request handle, or frees a dropped queue with rq_queue_free (its requests still in flight are
+  # cancelled; their blocks are not called: they were collected with the queue). At exit,
+  # Queue.close_all_at_exit stops the thread and releases what is left itself.
+  module Reaper
+    # [:request, pointer, pid], [:queue, pointer, Queue::Handle], a Thread::Queue to answer once
+    # everything before it is done (Reaper.wait), or :stop.
+    INBOX = Thread::Queue.new
+    START = Mutex.new
+    @thread = nil
+
+    class << self
+      # The finalizer of a request's handle (holds no reference to the Request).
+      def request_releaser(pid)
+        proc { |pointer| INBOX.push([:request, pointer, pid]) }
+      end
+
+      # The finalizer of a queue's native handle (holds no reference to the Queue nor its State).
+      def queue_releaser(handle)
+        proc { |pointer| INBOX.push([:queue, pointer, handle]) }
+      end
+
+      # Starts the thread if it is not running in this process (never from a finalizer).
+      def start
+        return if @thread&.alive? && @pid == Process.pid
+
+        START.synchronize do
+          next if @thread&.alive? && @pid == Process.pid
+
+          @pid = Process.pid
+          @thread = Thread.new { run }
+          @thread.name = "requestqueue-reaper" if @thread.respond_to?(:name=)
+        end
+      end
+
+      # Returns once everything queued so far is released (for tests).
+      def wait
+        return unless @thread&.alive? && @pid == Process.pid
+
+        done = Thread::Queue.new
+        INBOX.push(done)
+        done.pop
+        nil
+      end
+
+      # Stops the thread (after what is queued), then releases what is queued meanwhile.
+      def stop
+        if @thread&.alive? && @pid == Process.pid
+          INBOX.push(:stop)
+          @thread.join
+        end
+        @thread = nil
+        release(INBOX.pop(true)) until INBOX.empty?
+      rescue ThreadError # emptied meanwhile
+        nil
+      end
+
+      private
+
+      def run
+        loop do
+          item = INBOX.pop
+          break if item == :stop
+
+          begin
+            release(item)
+          rescue Exception => e # rubocop:disable Lint/RescueException -- the thread must go on
+            warn "requestqueue: releasing #{item.inspect} failed: #{e.class}: #{e.message}"
+          end
+        end
+      end
+
+      def release(item)
+        kind, pointer, owner = item
+        case kind
+        when :request then Native.rq_request_free(pointer) if owner == Process.pid
+        when :queue then Queue.release(owner, pointer)
+        when Thread::Queue then kind.push(true)
+        end
+      end
+    end
+  end
+end
