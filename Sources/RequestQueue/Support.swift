@@ -164,6 +164,9 @@ final class ByteBuffer: @unchecked Sendable {
             guard let grown = realloc(base, newCapacity) else { return false }
             base = grown.assumingMemoryBound(to: UInt8.self)
             capacity = newCapacity
+            // A large buffer must not take the last of the memory: the small allocations of the
+            // rest of the process would then fail, and in Swift code that is a crash.
+            if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains() { return false }
         }
         guard let base else { return false }
         (base + count).update(from: bytes.assumingMemoryBound(to: UInt8.self), count: size)
@@ -184,6 +187,26 @@ final class ByteBuffer: @unchecked Sendable {
             capacity = 0
         }
         return (base, count)
+    }
+}
+
+/// The memory kept free for everything else when large buffers (bodies, header blocks) grow. A
+/// failed allocation is a result the library can report for the one request that needed it only
+/// when it is large, made in C (malloc): Swift's own small allocations end the process when they
+/// fail. So a large buffer that grows checks that a reserve of address space (and of commit
+/// charge, under strict overcommit) is still there, and gives up (an out-of-memory outcome for its
+/// request) when it is not, leaving that reserve to the small allocations.
+enum MemoryReserve {
+    /// Buffers at least this large check the reserve when they grow.
+    static let largeBuffer = 1 << 20
+    static let reserve = 16 << 20
+
+    /// Whether `reserve` bytes could still be mapped now.
+    static func remains() -> Bool {
+        let probe = mmap(nil, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let probe, UInt(bitPattern: probe) != UInt.max else { return false }
+        munmap(probe, reserve)
+        return true
     }
 }
 

@@ -297,7 +297,11 @@ final class Transfer {
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             return sink != .undecided || decideSink(request)
         }
-        return HeaderLines.append(line, to: headers)
+        guard HeaderLines.append(line, to: headers) else {
+            outOfMemory = true
+            return false
+        }
+        return true
     }
 
     /// The status code of a status line ("HTTP/1.1 206 Partial Content"), or 0.
@@ -465,7 +469,7 @@ final class Transfer {
         } else {
             outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge : Transfer.outcome(of: code)
             message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
-            if outOfMemory { message = "out of memory while receiving the body" }
+            if outOfMemory { message = "out of memory while receiving the response" }
             if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
                 message = "the response body is larger than the maximum of \(request.maxResponseSize) bytes"
             }

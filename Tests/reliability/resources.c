@@ -1,0 +1,362 @@
+/*
+ * resources.c: the library never takes its host down when the system is short of something.
+ *
+ *   files    Nothing on the engine thread may block: an output file that is a FIFO (with or without
+ *            a reader), a device, a folder, or a CA file that is a FIFO, ends that request with
+ *            RQ_OUTCOME_FILE_ERROR (RQ_OUTCOME_TLS for the CA file) saying "not a regular file",
+ *            while the other requests of the queue go on and their timeouts fire, and
+ *            rq_queue_free returns.
+ *   threads  A shortage of threads is an error code, and only while it lasts (run in a child
+ *            process that, as root, becomes an unprivileged user with a low RLIMIT_NPROC and uses
+ *            up its threads): rq_queue_new and rq_request_start give RQ_ERR_SYSTEM and
+ *            rq_queue_default() NULL; an existing queue still completes its requests; once the
+ *            threads are back, the same calls succeed.
+ *   memory   Running out of memory is the outcome of the request that needed it (run in a child
+ *            process under RLIMIT_AS, 16 MiB above what it uses): of 32 bodies of 8 MiB received
+ *            at once, those that do not fit end with an outcome whose message says "out of memory"
+ *            (and so does a body of 512 MiB), the process lives on, and the same queue completes
+ *            the next request.
+ *
+ *   resources [--only files|threads|memory] --tmp DIR BASE_URL
+ *
+ * The children are this program again (`--child NAME`), started before the parent uses the
+ * library. Prints "resources: N checks passed" at the end.
+ */
+#define _DEFAULT_SOURCE /* setgroups */
+#include "rel.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+/* ---- running requests and waiting for them with a watchdog ---------------------------------- */
+
+struct done {
+    atomic_int count;
+    rq_outcome outcome;
+    int status;
+    size_t size;
+    char message[512];
+    const rq_response *kept;  /* retained, when `keep` is set */
+    int keep;
+};
+
+static void on_done(void *context, rq_request *request, const rq_response *response) {
+    struct done *d = context;
+    (void)request;
+    d->outcome = rq_response_outcome(response);
+    d->status = rq_response_status(response);
+    rq_response_body(response, &d->size);
+    snprintf(d->message, sizeof d->message, "%s", rq_response_error_message(response));
+    if (d->keep)
+        d->kept = rq_response_retain(response);
+    atomic_fetch_add(&d->count, 1);
+}
+
+static rq_request *make(const char *base, const char *path, struct done *d) {
+    rq_request *r;
+    char *url = rqt_url(base, "%s", path);
+    CHECK_OK(rq_request_new(url, &r));
+    free(url);
+    memset(d, 0, sizeof *d);
+    CHECK_OK(rq_request_set_completion(r, on_done, d, NULL));
+    return r;
+}
+
+/* Waits for one completion; `what` names it when it does not come (a blocked engine). */
+static void wait_done(struct done *d, const char *what) {
+    double deadline = rqt_now() + 20;
+    while (atomic_load(&d->count) == 0) {
+        if (rqt_now() > deadline)
+            FAIL("%s: no completion after 20 s (the engine thread is blocked?)", what);
+        rqt_sleep(0.002);
+    }
+    CHECK(atomic_load(&d->count) == 1, "%s: %d completions", what, atomic_load(&d->count));
+}
+
+#define EXPECT(d, what, want, text)                                                                \
+    CHECK((d)->outcome == (want) && strstr((d)->message, (text)) != NULL,                           \
+          "%s: outcome %s, message \"%s\" (expected %s with \"%s\")", what,                        \
+          rq_outcome_str((int)(d)->outcome), (d)->message, rq_outcome_str((int)(want)), text)
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static void *free_queue(void *queue) {
+    CHECK_OK(rq_queue_free(queue));
+    return NULL;
+}
+
+static void files(const char *base, const char *tmp) {
+    char fifo[4096], reader_fifo[4096], ca_fifo[4096], folder[4096];
+    snprintf(fifo, sizeof fifo, "%s/no-reader.fifo", tmp);
+    snprintf(reader_fifo, sizeof reader_fifo, "%s/with-reader.fifo", tmp);
+    snprintf(ca_fifo, sizeof ca_fifo, "%s/ca.fifo", tmp);
+    snprintf(folder, sizeof folder, "%s/folder", tmp);
+    CHECK(mkfifo(fifo, 0600) == 0 && mkfifo(reader_fifo, 0600) == 0 && mkfifo(ca_fifo, 0600) == 0,
+          "mkfifo: %s", strerror(errno));
+    CHECK(mkdir(folder, 0700) == 0, "mkdir: %s", strerror(errno));
+    int reader = open(reader_fifo, O_RDONLY | O_NONBLOCK);
+    CHECK(reader >= 0, "open the FIFO's reader: %s", strerror(errno));
+
+    rq_queue *q;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 0));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    struct done d_fifo, d_resume, d_reader, d_folder, d_null, d_ca, d_stall, d_ok;
+    rq_request *r_fifo = make(base, "/bytes?n=100000", &d_fifo);
+    CHECK_OK(rq_request_set_output_file(r_fifo, fifo, 0));
+    rq_request *r_resume = make(base, "/bytes?n=100000&ranges=1", &d_resume);
+    CHECK_OK(rq_request_set_output_file(r_resume, fifo, 1));
+    rq_request *r_reader = make(base, "/bytes?n=100000", &d_reader);
+    CHECK_OK(rq_request_set_output_file(r_reader, reader_fifo, 0));
+    rq_request *r_folder = make(base, "/bytes?n=100", &d_folder);
+    CHECK_OK(rq_request_set_output_file(r_folder, folder, 0));
+    rq_request *r_null = make(base, "/bytes?n=100", &d_null);
+    CHECK_OK(rq_request_set_output_file(r_null, "/dev/null", 0));
+    rq_request *r_ca = make(base, "/bytes?n=100", &d_ca);
+    CHECK_OK(rq_request_set_ca_file(r_ca, ca_fifo));
+    /* Timeouts keep firing and other requests complete while those above fail. */
+    rq_request *r_stall = make(base, "/stall?s=30", &d_stall);
+    CHECK_OK(rq_request_set_idle_timeout(r_stall, 0.3));
+    rq_request *r_ok = make(base, "/bytes?n=100", &d_ok);
+    rq_request *all[] = {r_fifo, r_resume, r_reader, r_folder, r_null, r_ca, r_stall, r_ok};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        CHECK_OK(rq_add(q, all[i]));
+        CHECK_OK(rq_request_free(all[i]));
+    }
+    wait_done(&d_fifo, "output file: a FIFO without a reader");
+    EXPECT(&d_fifo, "FIFO without a reader", RQ_OUTCOME_FILE_ERROR, "not a regular file");
+    CHECK(strstr(d_fifo.message, fifo) != NULL, "the message names the file: %s", d_fifo.message);
+    wait_done(&d_resume, "output file with resume: a FIFO");
+    EXPECT(&d_resume, "FIFO with resume", RQ_OUTCOME_FILE_ERROR, "not a regular file");
+    wait_done(&d_reader, "output file: a FIFO with a reader");
+    EXPECT(&d_reader, "FIFO with a reader", RQ_OUTCOME_FILE_ERROR, "not a regular file");
+    char byte;
+    CHECK(read(reader, &byte, 1) <= 0, "the FIFO's reader got data");
+    wait_done(&d_folder, "output file: a folder");
+    EXPECT(&d_folder, "a folder", RQ_OUTCOME_FILE_ERROR, "not a regular file");
+    wait_done(&d_null, "output file: /dev/null");
+    EXPECT(&d_null, "/dev/null", RQ_OUTCOME_FILE_ERROR, "not a regular file");
+    wait_done(&d_ca, "CA file: a FIFO");
+    EXPECT(&d_ca, "CA file FIFO", RQ_OUTCOME_TLS, "not a regular file");
+    wait_done(&d_stall, "idle timeout beside the FIFOs");
+    CHECK(d_stall.outcome == RQ_OUTCOME_TIMEOUT, "stalled request: %s", rq_outcome_str((int)d_stall.outcome));
+    wait_done(&d_ok, "a plain request beside the FIFOs");
+    CHECK(d_ok.outcome == RQ_OUTCOME_OK && d_ok.size == 100, "plain request: %s, %zu bytes",
+          rq_outcome_str((int)d_ok.outcome), d_ok.size);
+
+    /* And a request stuck on a FIFO could not keep rq_queue_free from returning. */
+    struct done d_last;
+    rq_request *r_last = make(base, "/bytes?n=100000", &d_last);
+    CHECK_OK(rq_request_set_output_file(r_last, fifo, 0));
+    CHECK_OK(rq_add(q, r_last));
+    CHECK_OK(rq_request_free(r_last));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_queue, q) == 0, "pthread_create");
+    wait_done(&d_last, "rq_queue_free with a FIFO output file");
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    close(reader);
+    printf("files: FIFOs (with and without reader, with resume), a folder, /dev/null and a FIFO CA file refused; "
+           "timeouts and other requests went on\n");
+}
+
+/* ---- threads (child) ------------------------------------------------------------------------ */
+
+static int hold_pipe[2];
+
+static void *holder(void *arg) {
+    char c;
+    (void)arg;
+    while (read(hold_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    return NULL;
+}
+
+static void threads_child(const char *base) {
+    /* Root is not held by RLIMIT_NPROC: become nobody first. */
+    if (geteuid() == 0) {
+        CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, "cannot become nobody: %s",
+              strerror(errno));
+    }
+    struct rlimit limit = {64, 64};
+    CHECK(setrlimit(RLIMIT_NPROC, &limit) == 0, "setrlimit(RLIMIT_NPROC): %s", strerror(errno));
+    CHECK(pipe(hold_pipe) == 0, "pipe");
+
+    /* A queue made while threads are available keeps working during the shortage. */
+    rq_queue *early;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &early));
+
+    static pthread_t held[4096];
+    int count = 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    while (count < 4096 && pthread_create(&held[count], &attr, holder, NULL) == 0)
+        count++;
+    CHECK(count > 0 && count < 4096, "%d threads made before the limit", count);
+
+    rq_queue *q = (rq_queue *)1;
+    CHECK_RC(rq_queue_new(RQ_DELIVERY_THREADED, &q), RQ_ERR_SYSTEM);
+    CHECK(q == (rq_queue *)1, "rq_queue_new wrote its out-parameter on failure");
+    CHECK(rq_queue_default() == NULL, "rq_queue_default() without threads");
+    struct done d_start, d_early;
+    rq_request *r_start = make(base, "/bytes?n=10", &d_start);
+    CHECK_RC(rq_request_start(r_start), RQ_ERR_SYSTEM);
+    rq_request *r_early = make(base, "/bytes?n=10", &d_early);
+    CHECK_OK(rq_add(early, r_early));
+    CHECK_OK(rq_request_free(r_early));
+    wait_done(&d_early, "a request of a queue made before the shortage");
+    CHECK(d_early.outcome == RQ_OUTCOME_OK, "during the shortage: %s (%s)", rq_outcome_str((int)d_early.outcome),
+          d_early.message);
+    /* Retried while the shortage lasts: still an error, never a crash. */
+    CHECK(rq_queue_default() == NULL, "rq_queue_default() without threads, again");
+    CHECK_RC(rq_request_start(r_start), RQ_ERR_SYSTEM);
+
+    /* The threads come back. */
+    for (int i = 0; i < count; i++)
+        CHECK(write(hold_pipe[1], "x", 1) == 1, "write");
+    for (int i = 0; i < count; i++)
+        pthread_join(held[i], NULL);
+
+    CHECK(rq_queue_default() != NULL, "rq_queue_default() is still NULL once threads are available again");
+    CHECK_OK(rq_request_start(r_start));
+    CHECK_OK(rq_request_free(r_start));
+    wait_done(&d_start, "rq_request_start after the shortage");
+    CHECK(d_start.outcome == RQ_OUTCOME_OK, "after the shortage: %s", rq_outcome_str((int)d_start.outcome));
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    struct done d_new;
+    rq_request *r_new = make(base, "/bytes?n=10", &d_new);
+    CHECK_OK(rq_add(q, r_new));
+    CHECK_OK(rq_request_free(r_new));
+    wait_done(&d_new, "a request of a queue made after the shortage");
+    CHECK(d_new.outcome == RQ_OUTCOME_OK, "new queue after the shortage: %s", rq_outcome_str((int)d_new.outcome));
+    CHECK_OK(rq_queue_free(q));
+    CHECK_OK(rq_queue_free(early));
+    printf("threads: %d threads held; RQ_ERR_SYSTEM / NULL during the shortage, success after it\n", count);
+}
+
+/* ---- memory (child) ------------------------------------------------------------------------- */
+
+static long vm_size_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    CHECK(f != NULL, "/proc/self/status");
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmSize:", 7) == 0)
+            kib = strtol(line + 7, NULL, 10);
+    fclose(f);
+    return kib;
+}
+
+static void memory_child(const char *base) {
+    enum { BIG = 32 };
+    rq_queue *q;
+    struct done d, big[BIG];
+    rq_request *r;
+    /* A new queue whose threads have not allocated anything yet. */
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 0));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    /* 16 MiB of address space left: 32 bodies of 8 MiB at once, each response kept (with what it
+     * received) until the end, as a host holding on to its data does; then one of 512 MiB. */
+    rlim_t room = (rlim_t)vm_size_kib() * 1024 + (rlim_t)16 * 1024 * 1024;
+    struct rlimit limit = {room, room};
+    CHECK(setrlimit(RLIMIT_AS, &limit) == 0, "setrlimit(RLIMIT_AS): %s", strerror(errno));
+    for (int i = 0; i < BIG; i++) {
+        r = make(base, "/bytes?n=8388608", &big[i]);
+        big[i].keep = 1;
+        CHECK_OK(rq_add(q, r));
+        CHECK_OK(rq_request_free(r));
+    }
+    int ok = 0, short_of_memory = 0;
+    for (int i = 0; i < BIG; i++) {
+        wait_done(&big[i], "32 bodies of 8 MiB at once");
+        if (big[i].outcome == RQ_OUTCOME_OK) {
+            CHECK(big[i].size == 8388608, "a whole body of %zu bytes", big[i].size);
+            ok++;
+        } else {
+            CHECK(strstr(big[i].message, "out of memory") != NULL, "8 MiB body: %s, \"%s\"",
+                  rq_outcome_str((int)big[i].outcome), big[i].message);
+            short_of_memory++;
+        }
+    }
+    CHECK(short_of_memory > 0, "32 bodies of 8 MiB fitted in 16 MiB");
+    r = make(base, "/bytes?n=536870912", &d);
+    CHECK_OK(rq_add(q, r));
+    CHECK_OK(rq_request_free(r));
+    wait_done(&d, "a body larger than the memory left");
+    CHECK(d.outcome != RQ_OUTCOME_OK && strstr(d.message, "out of memory") != NULL,
+          "a body larger than the memory left: %s, \"%s\"", rq_outcome_str((int)d.outcome), d.message);
+    char kept[600];
+    snprintf(kept, sizeof kept, "%s: %s", rq_outcome_str((int)d.outcome), d.message);
+
+    /* The queue goes on. */
+    r = make(base, "/bytes?n=1000", &d);
+    CHECK_OK(rq_add(q, r));
+    CHECK_OK(rq_request_free(r));
+    wait_done(&d, "the next request");
+    CHECK(d.outcome == RQ_OUTCOME_OK && d.size == 1000, "after running out of memory: %s",
+          rq_outcome_str((int)d.outcome));
+    CHECK_OK(rq_queue_free(q));
+    for (int i = 0; i < BIG; i++)
+        rq_response_release(big[i].kept);
+    printf("memory: 16 MiB of address space left: of 32 bodies of 8 MiB at once %d completed, %d ended out of "
+           "memory; a 512 MiB body ended as \"%s\"; the queue went on\n", ok, short_of_memory, kept);
+}
+
+/* ---- the parent ----------------------------------------------------------------------------- */
+
+static void run_child(const char *self, const char *name, const char *base) {
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        execl(self, self, "--child", name, base, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s child: %s %d", name,
+          WIFSIGNALED(status) ? "killed by signal" : "exit status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+int main(int argc, char **argv) {
+    const char *only = NULL, *tmp = NULL, *child = NULL, *base = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
+        else if (strcmp(argv[i], "--tmp") == 0 && i + 1 < argc)
+            tmp = argv[++i];
+        else if (strcmp(argv[i], "--child") == 0 && i + 1 < argc)
+            child = argv[++i];
+        else
+            base = argv[i];
+    }
+    if (!base || (!child && !tmp)) {
+        fprintf(stderr, "usage: resources [--only files|threads|memory] --tmp DIR BASE_URL\n");
+        return 2;
+    }
+    if (child) {
+        if (strcmp(child, "threads") == 0)
+            threads_child(base);
+        else if (strcmp(child, "memory") == 0)
+            memory_child(base);
+        else
+            return 2;
+        return 0;
+    }
+    /* The children first: they must start from a process that has not used the library. */
+    if (!only || strcmp(only, "threads") == 0)
+        run_child("/proc/self/exe", "threads", base);
+    if (!only || strcmp(only, "memory") == 0)
+        run_child("/proc/self/exe", "memory", base);
+    if (!only || strcmp(only, "files") == 0)
+        files(base, tmp);
+    printf("resources: %d checks passed\n", atomic_load(&rqt_checks));
+    return 0;
+}
