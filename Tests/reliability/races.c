@@ -3,7 +3,8 @@
  *
  * For each pair of operations (A, B) among those below, and for each state the shared request
  * can be in when they start (new, waiting in a suspended queue, running, waiting at an
- * authentication challenge, completed with its response retained), the harness makes a fresh
+ * authentication challenge, completed with its response retained, sharing the running transfer of
+ * an equal request in a coalescing queue), the harness makes a fresh
  * queue (threaded or, every other round, in dispatch mode) and request, then lets two worker
  * threads loose at once from a spinning start line, one running A and the other B (A twice for a
  * pair of one operation with itself), on the same queue, request, challenge and response. Afterwards it frees what the operations left and checks:
@@ -31,8 +32,16 @@
 
 /* ---- the shared handles of one iteration --------------------------------------------------- */
 
-enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COUNT };
-static const char *const state_names[S_COUNT] = {"new", "waiting", "running", "challenged", "completed"};
+enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COALESCED, S_COUNT };
+static const char *const state_names[S_COUNT] = {"new", "waiting", "running", "challenged", "completed",
+                                                 "coalesced"};
+
+/* The request whose transfer the shared one joins in the "coalesced" state (its handle freed at
+ * once by the harness: only its accounting is checked). */
+struct leader {
+    atomic_int completions;
+    atomic_int finalized;
+};
 
 struct shared {
     rq_queue *queue;
@@ -49,7 +58,19 @@ struct shared {
     atomic_int queue_freed;     /* rq_queue_free returned RQ_OK */
     atomic_int answers;         /* answers to the challenge returned RQ_OK */
     atomic_int challenges;
+    struct leader *leader;      /* "coalesced" state only */
 };
+
+static void on_leader_done(void *context, rq_request *request, const rq_response *response) {
+    struct leader *l = context;
+    (void)request, (void)response;
+    atomic_fetch_add(&l->completions, 1);
+}
+
+static void on_leader_finalize(void *context) {
+    struct leader *l = context;
+    atomic_fetch_add(&l->finalized, 1);
+}
 
 static void on_done(void *context, rq_request *request, const rq_response *response) {
     struct shared *s = context;
@@ -137,6 +158,7 @@ static int op_suspend(struct shared *s, int w) { (void)w; return rq_queue_suspen
 static int op_resume(struct shared *s, int w) { (void)w; return rq_queue_resume(s->queue); }
 static int op_max_concurrent(struct shared *s, int w) { return rq_queue_set_max_concurrent(s->queue, (size_t)(w & 1)); }
 static int op_max_per_host(struct shared *s, int w) { return rq_queue_set_max_per_host(s->queue, (size_t)(w & 1)); }
+static int op_rate_limit(struct shared *s, int w) { return rq_queue_set_rate_limit(s->queue, (unsigned)(w & 1), 0.05, 0); }
 static int op_priority(struct shared *s, int w) {
     return rq_request_set_priority(s->request, (w & 1) ? RQ_PRIORITY_HIGH : RQ_PRIORITY_LOW);
 }
@@ -158,6 +180,16 @@ static int op_auth_cancel(struct shared *s, int w) {
     if (!c)
         return RQ_ERR_INVALID_HANDLE;
     int rc = rq_auth_cancel(c);
+    if (rc == RQ_OK)
+        atomic_fetch_add(&s->answers, 1);
+    return rc;
+}
+static int op_auth_continue(struct shared *s, int w) {
+    (void)w;
+    rq_auth_challenge *c = atomic_load(&s->challenge);
+    if (!c)
+        return RQ_ERR_INVALID_HANDLE;
+    int rc = rq_auth_continue_without(c);
     if (rc == RQ_OK)
         atomic_fetch_add(&s->answers, 1);
     return rc;
@@ -220,11 +252,13 @@ static const struct op ops[] = {
     {"resume", op_resume, RC(RQ_OK) | Q_GONE},
     {"set_max_concurrent", op_max_concurrent, RC(RQ_OK) | Q_GONE},
     {"set_max_per_host", op_max_per_host, RC(RQ_OK) | Q_GONE},
+    {"set_rate_limit", op_rate_limit, RC(RQ_OK) | Q_GONE},
     {"set_priority", op_priority, RC(RQ_OK) | RC(RQ_ERR_NOT_ACTIVE) | Q_GONE},
     {"wait_idle", op_wait_idle, RC(RQ_OK) | RC(RQ_ERR_TIMED_OUT) | Q_GONE},
     {"dispatch", op_dispatch, RC(RQ_OK) | RC(RQ_ERR_WRONG_DELIVERY) | Q_GONE},
     {"auth_use_credential", op_auth_credential, RC(RQ_OK) | Q_GONE},
     {"auth_cancel", op_auth_cancel, RC(RQ_OK) | Q_GONE},
+    {"auth_continue_without", op_auth_continue, RC(RQ_OK) | Q_GONE},
     {"snapshot", op_snapshot, RC(RQ_OK) | Q_GONE},
     {"read_response", op_read_response, RC(RQ_OK)},
     {"retain_release", op_retain_release, RC(RQ_OK)},
@@ -315,7 +349,8 @@ static struct shared *prepare(enum state state, int dispatch) {
     s->dispatch = dispatch;
     CHECK_OK(rq_queue_new(dispatch ? RQ_DELIVERY_DISPATCH : RQ_DELIVERY_THREADED, &s->queue));
     switch (state) {
-    case S_RUNNING: url = rqt_url(base, "/delay?s=2"); break;
+    case S_RUNNING:
+    case S_COALESCED: url = rqt_url(base, "/delay?s=2"); break;
     case S_CHALLENGED: url = rqt_url(base, "/basic-auth/u/p"); break;
     default: url = rqt_url(base, "/bytes?n=64"); break;
     }
@@ -329,11 +364,24 @@ static struct shared *prepare(enum state state, int dispatch) {
         return s;
     if (state == S_WAITING)
         CHECK_OK(rq_queue_suspend(s->queue));
+    if (state == S_COALESCED) {
+        rq_request *leader;
+        s->leader = calloc(1, sizeof *s->leader);
+        CHECK(s->leader != NULL, "out of memory");
+        url = rqt_url(base, "/delay?s=2");
+        CHECK_OK(rq_request_new(url, &leader));
+        free(url);
+        CHECK_OK(rq_request_set_completion(leader, on_leader_done, s->leader, on_leader_finalize));
+        CHECK_OK(rq_queue_set_duplicates(s->queue, RQ_DUPLICATES_COALESCE));
+        CHECK_OK(rq_add(s->queue, leader));
+        CHECK_OK(rq_request_free(leader));
+    }
     CHECK_OK(rq_add(s->queue, s->request));
     atomic_store(&s->accepted, 1);
     rq_request_state rs = RQ_STATE_NEW;
     switch (state) {
     case S_RUNNING:
+    case S_COALESCED:
         SETTLE(s, rq_request_get_state(s->request, &rs) == RQ_OK && rs == RQ_STATE_RUNNING);
         break;
     case S_CHALLENGED: SETTLE(s, atomic_load(&s->challenge) != NULL); break;
@@ -364,6 +412,9 @@ static void judge(struct shared *s) {
         REPORT("rq_queue_free returned RQ_OK %d times", atomic_load(&s->queue_freed));
     if (atomic_load(&s->answers) > 1)
         REPORT("%d answers to one challenge accepted", atomic_load(&s->answers));
+    if (s->leader && (atomic_load(&s->leader->completions) != 1 || atomic_load(&s->leader->finalized) != 1))
+        REPORT("the coalesced request's leader: %d completions, %d finalizers", atomic_load(&s->leader->completions),
+               atomic_load(&s->leader->finalized));
 }
 
 static void finish(struct shared *s) {
@@ -460,6 +511,7 @@ int main(int argc, char **argv) {
     snprintf(where, sizeof where, "re-check after all iterations");
     for (size_t i = 0; i < kept_count; i++) {
         judge(kept[i]);
+        free(kept[i]->leader);
         free(kept[i]);
     }
     free(kept);
