@@ -103,9 +103,9 @@
  *   RQ_ERR_SYSTEM from `rq_queue_new` and `rq_request_start` (NULL from `rq_queue_default`), and
  *   the next call tries again. Memory that cannot be had for a large buffer (a response body, a
  *   header block, a request body) is the outcome of the one request that needed it (a message
- *   that says "out of memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a large
- *   buffer that grows always leaves 16 MiB of address space to the rest of the process, whose
- *   small allocations would end it if they failed.
+ *   that says "out of memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a buffer
+ *   that grows past 64 KiB always leaves 16 MiB of address space to the rest of the process,
+ *   whose small allocations would end it if they failed.
  *
  * ===================================================================================================
  * Equality of requests (duplicates)

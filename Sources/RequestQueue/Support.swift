@@ -198,7 +198,7 @@ final class ByteBuffer: @unchecked Sendable {
 /// request) when it is not, leaving that reserve to the small allocations.
 enum MemoryReserve {
     /// Buffers at least this large check the reserve when they grow.
-    static let largeBuffer = 1 << 20
+    static let largeBuffer = 64 << 10
     static let reserve = 16 << 20
 
     /// Whether `reserve` bytes could still be mapped now.
