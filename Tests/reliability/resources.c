@@ -7,8 +7,8 @@
  *            while the other requests of the queue go on and their timeouts fire, and
  *            rq_queue_free returns.
  *   threads  A shortage of threads is an error code, and only while it lasts (run in a child
- *            process that, as root, becomes an unprivileged user with a low RLIMIT_NPROC and uses
- *            up its threads): rq_queue_new and rq_request_start give RQ_ERR_SYSTEM and
+ *            process that, as root, becomes an unprivileged user of its own with a low
+ *            RLIMIT_NPROC and uses up its threads): rq_queue_new and rq_request_start give RQ_ERR_SYSTEM and
  *            rq_queue_default() NULL; an existing queue still completes its requests; once the
  *            threads are back, the same calls succeed.
  *   memory   Running out of memory is the outcome of the request that needed it (run in a child
@@ -176,10 +176,13 @@ static void *holder(void *arg) {
 }
 
 static void threads_child(const char *base) {
-    /* Root is not held by RLIMIT_NPROC: become nobody first. */
+    /* Root is not held by RLIMIT_NPROC: become an unprivileged user first, one of its own (the
+     * limit counts every thread of the user, system-wide, so that runs at once must not share
+     * one). */
     if (geteuid() == 0) {
-        CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0, "cannot become nobody: %s",
-              strerror(errno));
+        uid_t uid = (uid_t)(200000 + getpid() % 100000);
+        CHECK(setgroups(0, NULL) == 0 && setgid(uid) == 0 && setuid(uid) == 0, "cannot become user %u: %s",
+              (unsigned)uid, strerror(errno));
     }
     struct rlimit limit = {64, 64};
     CHECK(setrlimit(RLIMIT_NPROC, &limit) == 0, "setrlimit(RLIMIT_NPROC): %s", strerror(errno));
