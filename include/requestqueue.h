@@ -96,9 +96,11 @@
  *   it and returns RQ_OK, the other waits until the queue is freed and returns
  *   RQ_ERR_INVALID_HANDLE; of two racing answers to one challenge, one is taken. (The reliability
  *   suite drives every pair of such calls from two threads under ThreadSanitizer.)
- * - Nothing a caller or a server does blocks a queue's engine thread: it only opens regular
- *   files (see `rq_request_set_output_file` and `rq_request_set_ca_file`), so that a FIFO without
- *   a reader cannot stop its transfers and timeouts.
+ * - Nothing a caller or a server does blocks a queue's engine thread, which runs every transfer
+ *   and timeout of the queue: it only opens regular files (see `rq_request_set_output_file` and
+ *   `rq_request_set_ca_file`), so that a FIFO without a reader cannot stop it, and it never waits
+ *   for a host name resolution to end (a request cancelled or timed out while its name resolves
+ *   completes at once; the resolution finishes on its own thread).
  * - Shortages are results, and only while they last. A thread that cannot be started is
  *   RQ_ERR_SYSTEM from `rq_queue_new` and `rq_request_start` (NULL from `rq_queue_default`), and
  *   the next call tries again. Memory that cannot be had for a large buffer (a response body, a

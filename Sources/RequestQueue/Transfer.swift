@@ -169,6 +169,9 @@ final class Transfer {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // A transfer stopped while its host name resolves leaves the resolver thread to finish on
+        // its own: libcurl would otherwise wait for it (up to the DNS timeout) on this thread.
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_QUICK_EXIT, 1)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")

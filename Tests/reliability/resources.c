@@ -17,16 +17,27 @@
  *            (and so does a body of 512 MiB), the process lives on, and the same queue completes
  *            the next request.
  *
- *   resources [--only files|threads|memory] --tmp DIR BASE_URL
+ *   dns      A host name whose resolution never ends does not block the engine: a request
+ *            waiting for it is cancelled at once, a timeout fires, other requests complete, and
+ *            rq_queue_free returns (run in a child process that, as root, gets a mount namespace
+ *            of its own where /etc/resolv.conf names a local DNS server that never answers;
+ *            skipped, and said so, without root).
+ *
+ *   resources [--only files|threads|memory|dns] --tmp DIR BASE_URL
  *
  * The children are this program again (`--child NAME`), started before the parent uses the
  * library. Prints "resources: N checks passed" at the end.
  */
-#define _DEFAULT_SOURCE /* setgroups */
+#define _GNU_SOURCE /* setgroups, unshare */
 #include "rel.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -311,14 +322,109 @@ static void memory_child(const char *base) {
            "memory; a 512 MiB body ended as \"%s\"; the queue went on\n", ok, short_of_memory, kept);
 }
 
+/* ---- dns (child) ---------------------------------------------------------------------------- */
+
+static void dns_child(const char *base, const char *tmp) {
+    if (geteuid() != 0) {
+        printf("dns: skipped (needs root for a mount namespace)\n");
+        return;
+    }
+    /* A DNS server on 127.0.0.1 that receives and never answers. */
+    int server = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in address;
+    socklen_t length = sizeof address;
+    memset(&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(server >= 0 && bind(server, (struct sockaddr *)&address, sizeof address) == 0 &&
+              getsockname(server, (struct sockaddr *)&address, &length) == 0,
+          "UDP socket: %s", strerror(errno));
+    /* glibc's resolver asks port 53 only: the silent server needs port 53 of its own address. */
+    close(server);
+    server = socket(AF_INET, SOCK_DGRAM, 0);
+    address.sin_addr.s_addr = inet_addr("127.0.0.53");
+    address.sin_port = htons(53);
+    if (bind(server, (struct sockaddr *)&address, sizeof address) != 0) {
+        address.sin_addr.s_addr = inet_addr("127.0.0.1");
+        CHECK(bind(server, (struct sockaddr *)&address, sizeof address) == 0, "bind port 53: %s", strerror(errno));
+    }
+    char conf[4096];
+    snprintf(conf, sizeof conf, "%s/resolv.conf", tmp);
+    FILE *f = fopen(conf, "w");
+    CHECK(f != NULL, "%s: %s", conf, strerror(errno));
+    fprintf(f, "nameserver %s\noptions timeout:30 attempts:1\n", inet_ntoa(address.sin_addr));
+    fclose(f);
+    /* This process only: a private copy of the mounts, then our resolv.conf over the system's. */
+    CHECK(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
+    CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "mount private: %s", strerror(errno));
+    CHECK(mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) == 0, "bind resolv.conf: %s", strerror(errno));
+
+    const char *port = strrchr(base, ':');
+    CHECK(port != NULL, "no port in %s", base);
+    char url[256];
+    snprintf(url, sizeof url, "http://rq-silent-dns.test%s/bytes?n=10", port);
+    rq_queue *q;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 0));
+    struct done d_cancelled, d_timeout, d_stall, d_ok, d_freed;
+    rq_request *r_cancelled, *r_timeout, *r_freed;
+    CHECK_OK(rq_request_new(url, &r_cancelled));
+    memset(&d_cancelled, 0, sizeof d_cancelled);
+    CHECK_OK(rq_request_set_completion(r_cancelled, on_done, &d_cancelled, NULL));
+    CHECK_OK(rq_add(q, r_cancelled));
+    /* Its resolution has started when the engine runs the transfer: wait for that. */
+    rq_request_state state = RQ_STATE_NEW;
+    while (rq_request_get_state(r_cancelled, &state) == RQ_OK && state != RQ_STATE_RUNNING)
+        rqt_sleep(0.001);
+    rqt_sleep(0.2);
+    CHECK_OK(rq_cancel(r_cancelled));
+    CHECK_OK(rq_request_free(r_cancelled));
+    /* While that resolution goes on (30 s), the engine serves the others. */
+    CHECK_OK(rq_request_new(url, &r_timeout));
+    memset(&d_timeout, 0, sizeof d_timeout);
+    CHECK_OK(rq_request_set_completion(r_timeout, on_done, &d_timeout, NULL));
+    CHECK_OK(rq_request_set_timeout(r_timeout, 0.3));
+    CHECK_OK(rq_add(q, r_timeout));
+    CHECK_OK(rq_request_free(r_timeout));
+    rq_request *r_stall = make(base, "/stall?s=30", &d_stall);
+    CHECK_OK(rq_request_set_idle_timeout(r_stall, 0.3));
+    CHECK_OK(rq_add(q, r_stall));
+    CHECK_OK(rq_request_free(r_stall));
+    rq_request *r_ok = make(base, "/bytes?n=100", &d_ok);
+    CHECK_OK(rq_add(q, r_ok));
+    CHECK_OK(rq_request_free(r_ok));
+    wait_done(&d_cancelled, "a request cancelled while its host name resolves");
+    CHECK(d_cancelled.outcome == RQ_OUTCOME_CANCELLED, "cancelled: %s", rq_outcome_str((int)d_cancelled.outcome));
+    wait_done(&d_timeout, "a total timeout while the host name resolves");
+    CHECK(d_timeout.outcome == RQ_OUTCOME_TIMEOUT, "timeout: %s (%s)", rq_outcome_str((int)d_timeout.outcome),
+          d_timeout.message);
+    wait_done(&d_stall, "an idle timeout beside resolutions that never end");
+    CHECK(d_stall.outcome == RQ_OUTCOME_TIMEOUT, "stall: %s", rq_outcome_str((int)d_stall.outcome));
+    wait_done(&d_ok, "a plain request beside resolutions that never end");
+    CHECK(d_ok.outcome == RQ_OUTCOME_OK, "plain request: %s", rq_outcome_str((int)d_ok.outcome));
+    /* And freeing the queue does not wait for a resolution either. */
+    CHECK_OK(rq_request_new(url, &r_freed));
+    memset(&d_freed, 0, sizeof d_freed);
+    CHECK_OK(rq_request_set_completion(r_freed, on_done, &d_freed, NULL));
+    CHECK_OK(rq_add(q, r_freed));
+    CHECK_OK(rq_request_free(r_freed));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_queue, q) == 0, "pthread_create");
+    wait_done(&d_freed, "rq_queue_free while a host name resolves");
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    close(server);
+    printf("dns: a resolution that never ends blocked nothing: cancel, timeouts, other requests and rq_queue_free "
+           "went on\n");
+}
+
 /* ---- the parent ----------------------------------------------------------------------------- */
 
-static void run_child(const char *self, const char *name, const char *base) {
+static void run_child(const char *self, const char *name, const char *base, const char *tmp) {
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
-        execl(self, self, "--child", name, base, (char *)NULL);
+        execl(self, self, "--child", name, "--tmp", tmp, base, (char *)NULL);
         _exit(127);
     }
     int status;
@@ -341,7 +447,7 @@ int main(int argc, char **argv) {
             base = argv[i];
     }
     if (!base || (!child && !tmp)) {
-        fprintf(stderr, "usage: resources [--only files|threads|memory] --tmp DIR BASE_URL\n");
+        fprintf(stderr, "usage: resources [--only files|threads|memory|dns] --tmp DIR BASE_URL\n");
         return 2;
     }
     if (child) {
@@ -349,15 +455,19 @@ int main(int argc, char **argv) {
             threads_child(base);
         else if (strcmp(child, "memory") == 0)
             memory_child(base);
+        else if (strcmp(child, "dns") == 0)
+            dns_child(base, tmp);
         else
             return 2;
         return 0;
     }
     /* The children first: they must start from a process that has not used the library. */
     if (!only || strcmp(only, "threads") == 0)
-        run_child("/proc/self/exe", "threads", base);
+        run_child("/proc/self/exe", "threads", base, tmp);
     if (!only || strcmp(only, "memory") == 0)
-        run_child("/proc/self/exe", "memory", base);
+        run_child("/proc/self/exe", "memory", base, tmp);
+    if (!only || strcmp(only, "dns") == 0)
+        run_child("/proc/self/exe", "dns", base, tmp);
     if (!only || strcmp(only, "files") == 0)
         files(base, tmp);
     printf("resources: %d checks passed\n", atomic_load(&rqt_checks));
