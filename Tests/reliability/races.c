@@ -4,10 +4,11 @@
  * For each pair of operations (A, B) among those below, and for each state the shared request
  * can be in when they start (new, waiting in a suspended queue, running, waiting at an
  * authentication challenge, completed with its response retained, sharing the running transfer of
- * an equal request in a coalescing queue), the harness makes a fresh
- * queue (threaded or, every other round, in dispatch mode) and request, then lets two worker
- * threads loose at once from a spinning start line, one running A and the other B (A twice for a
- * pair of one operation with itself), on the same queue, request, challenge and response. Afterwards it frees what the operations left and checks:
+ * an equal request in a coalescing queue), the harness makes a fresh queue (threaded or, every
+ * other time, in dispatch mode) and request, then lets two worker threads loose at once from a
+ * spinning start line, one running A and the other B (both the same call for a pair of a call
+ * with itself), on the same queue, request, challenge and response. Afterwards it frees what the
+ * calls left and checks:
  *
  *   - every call returned one of the codes documented for it;
  *   - the request was accepted (rq_add or rq_request_start returned RQ_OK) at most once, and got
@@ -383,6 +384,11 @@ static struct shared *prepare(enum state state, int dispatch) {
     case S_RUNNING:
     case S_COALESCED:
         SETTLE(s, rq_request_get_state(s->request, &rs) == RQ_OK && rs == RQ_STATE_RUNNING);
+        if (state == S_COALESCED) {
+            rq_queue_stats stats = {.size = sizeof stats};
+            CHECK_OK(rq_queue_get_stats(s->queue, &stats));
+            CHECK(stats.coalesced == 1, "the request did not join its leader's transfer");
+        }
         break;
     case S_CHALLENGED: SETTLE(s, atomic_load(&s->challenge) != NULL); break;
     case S_COMPLETED: SETTLE(s, atomic_load(&s->completions) == 1 && atomic_load(&s->finalized) == 1); break;
