@@ -11,6 +11,9 @@
  *            RLIMIT_NPROC and uses up its threads): rq_queue_new and rq_request_start give RQ_ERR_SYSTEM and
  *            rq_queue_default() NULL; an existing queue still completes its requests; once the
  *            threads are back, the same calls succeed.
+ *   descriptors  The same for file descriptors (a child under a low RLIMIT_NOFILE): a dispatch
+ *            queue (which needs one) is RQ_ERR_SYSTEM only while none is left; a request of an
+ *            existing queue that cannot open its connection completes with a failure outcome.
  *   memory   Running out of memory is the outcome of the request that needed it (run in a child
  *            process under RLIMIT_AS, 16 MiB above what it uses): of 32 bodies of 8 MiB received
  *            at once, those that do not fit end with an outcome whose message says "out of memory"
@@ -23,7 +26,7 @@
  *            of its own where /etc/resolv.conf names a local DNS server that never answers;
  *            skipped, and said so, without root).
  *
- *   resources [--only files|threads|memory|dns] --tmp DIR BASE_URL
+ *   resources [--only files|threads|descriptors|memory|dns] --tmp DIR BASE_URL
  *
  * The children are this program again (`--child NAME`), started before the parent uses the
  * library. Prints "resources: N checks passed" at the end.
@@ -252,6 +255,60 @@ static void threads_child(const char *base) {
     printf("threads: %d threads held; RQ_ERR_SYSTEM / NULL during the shortage, success after it\n", count);
 }
 
+/* ---- descriptors (child) -------------------------------------------------------------------- */
+
+static void descriptors_child(const char *base) {
+    struct rlimit limit = {64, 64};
+    CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0, "setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    rq_queue *early;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_DISPATCH, &early));
+    int held[64], count = 0;
+    while (count < 64 && (held[count] = dup(0)) >= 0)
+        count++;
+    CHECK(count > 0 && count < 64, "%d descriptors taken before the limit", count);
+
+    /* A dispatch queue needs its descriptor. */
+    rq_queue *q = (rq_queue *)1;
+    CHECK_RC(rq_queue_new(RQ_DELIVERY_DISPATCH, &q), RQ_ERR_SYSTEM);
+    CHECK(q == (rq_queue *)1, "rq_queue_new wrote its out-parameter on failure");
+    /* A threaded queue may do without (libcurl then has no wake-up pair): an error, or a queue
+     * that works once descriptors are back. */
+    rq_queue *threaded = NULL;
+    int rc = rq_queue_new(RQ_DELIVERY_THREADED, &threaded);
+    CHECK(rc == RQ_OK || rc == RQ_ERR_SYSTEM, "rq_queue_new without descriptors: %s", rq_result_str(rc));
+    /* A queue that exists cannot open a connection: an outcome, not a crash or a hang. */
+    struct done d_early, d_after;
+    rq_request *r_early = make(base, "/bytes?n=10", &d_early);
+    CHECK_OK(rq_add(early, r_early));
+    CHECK_OK(rq_request_free(r_early));
+    double deadline = rqt_now() + 20;
+    while (atomic_load(&d_early.count) == 0 && rqt_now() < deadline)
+        (void)rq_queue_wait_idle(early, 0.01);
+    wait_done(&d_early, "a request while no descriptor is left");
+    CHECK(d_early.outcome != RQ_OUTCOME_OK, "a connection without a descriptor: %s",
+          rq_outcome_str((int)d_early.outcome));
+    char kept[600];
+    snprintf(kept, sizeof kept, "%s: %s", rq_outcome_str((int)d_early.outcome), d_early.message);
+
+    while (count > 0)
+        close(held[--count]);
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_DISPATCH, &q));
+    rq_queue *queues[] = {q, early, threaded};
+    for (size_t i = 0; i < sizeof queues / sizeof queues[0]; i++) {
+        if (!queues[i])
+            continue;
+        rq_request *r = make(base, "/bytes?n=10", &d_after);
+        CHECK_OK(rq_add(queues[i], r));
+        CHECK_OK(rq_request_free(r));
+        CHECK_OK(rq_queue_wait_idle(queues[i], WATCHDOG_SECONDS));
+        wait_done(&d_after, "a request once descriptors are back");
+        CHECK(d_after.outcome == RQ_OUTCOME_OK, "after the shortage: %s", rq_outcome_str((int)d_after.outcome));
+        CHECK_OK(rq_queue_free(queues[i]));
+    }
+    printf("descriptors: a dispatch queue is RQ_ERR_SYSTEM during the shortage, a request of an existing queue "
+           "ended as \"%s\"; every queue works after it\n", kept);
+}
+
 /* ---- memory (child) ------------------------------------------------------------------------- */
 
 static long vm_size_kib(void) {
@@ -447,7 +504,7 @@ int main(int argc, char **argv) {
             base = argv[i];
     }
     if (!base || (!child && !tmp)) {
-        fprintf(stderr, "usage: resources [--only files|threads|memory|dns] --tmp DIR BASE_URL\n");
+        fprintf(stderr, "usage: resources [--only files|threads|descriptors|memory|dns] --tmp DIR BASE_URL\n");
         return 2;
     }
     if (child) {
@@ -457,6 +514,8 @@ int main(int argc, char **argv) {
             memory_child(base);
         else if (strcmp(child, "dns") == 0)
             dns_child(base, tmp);
+        else if (strcmp(child, "descriptors") == 0)
+            descriptors_child(base);
         else
             return 2;
         return 0;
@@ -464,6 +523,8 @@ int main(int argc, char **argv) {
     /* The children first: they must start from a process that has not used the library. */
     if (!only || strcmp(only, "threads") == 0)
         run_child("/proc/self/exe", "threads", base, tmp);
+    if (!only || strcmp(only, "descriptors") == 0)
+        run_child("/proc/self/exe", "descriptors", base, tmp);
     if (!only || strcmp(only, "memory") == 0)
         run_child("/proc/self/exe", "memory", base, tmp);
     if (!only || strcmp(only, "dns") == 0)
