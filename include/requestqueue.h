@@ -103,11 +103,12 @@
  *   completes at once; the resolution finishes on its own thread).
  * - Shortages are results, and only while they last. A thread or a descriptor that cannot be had
  *   is RQ_ERR_SYSTEM from `rq_queue_new` and `rq_request_start` (NULL from `rq_queue_default`),
- *   and the next call tries again; a connection that cannot be opened is the request's outcome. Memory that cannot be had for a large buffer (a response body, a
- *   header block, a request body) is the outcome of the one request that needed it (a message
- *   that says "out of memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a buffer
- *   that grows past 64 KiB always leaves 16 MiB of address space to the rest of the process,
- *   whose small allocations would end it if they failed.
+ *   and the next call tries again; a connection that cannot be opened is the request's outcome.
+ *   Memory that cannot be had for a large buffer (a response body, a header block, a request
+ *   body) is the outcome of the one request that needed it (a message that says "out of
+ *   memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a buffer that grows past 64 KiB
+ *   always leaves 16 MiB of address space to the rest of the process, whose small allocations
+ *   would end it if they failed.
  *
  * ===================================================================================================
  * Equality of requests (duplicates)
