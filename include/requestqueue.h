@@ -93,6 +93,27 @@
  *   challenges, then one final progress call per direction, then the completion. The request has
  *   already left the queue when its completion runs: `rq_queue_count` no longer includes it and
  *   the next waiting requests have already been started.
+ * - Calls racing on the same handles, from different threads, are resolved as if they ran one
+ *   after the other in some order: each returns what it would return in that order. So a request
+ *   freed by one thread while another adds it is either accepted (and completes, its finalizer
+ *   running after the completion) or refused with RQ_ERR_INVALID_HANDLE (its finalizer already
+ *   ran, in `rq_request_free`), never both; of two racing `rq_queue_free` on one queue, one frees
+ *   it and returns RQ_OK, the other waits until the queue is freed and returns
+ *   RQ_ERR_INVALID_HANDLE; of two racing answers to one challenge, one is taken. (The reliability
+ *   suite drives every pair of such calls from two threads under ThreadSanitizer.)
+ * - Nothing a caller or a server does blocks a queue's engine thread, which runs every transfer
+ *   and timeout of the queue: it only opens regular files (see `rq_request_set_output_file` and
+ *   `rq_request_set_ca_file`), so that a FIFO without a reader cannot stop it, and it never waits
+ *   for a host name resolution to end (a request cancelled or timed out while its name resolves
+ *   completes at once; the resolution finishes on its own thread).
+ * - Shortages are results, and only while they last. A thread or a descriptor that cannot be had
+ *   is RQ_ERR_SYSTEM from `rq_queue_new` and `rq_request_start` (NULL from `rq_queue_default`),
+ *   and the next call tries again; a connection that cannot be opened is the request's outcome.
+ *   Memory that cannot be had for a large buffer (a response body, a header block, a request
+ *   body) is the outcome of the one request that needed it (a message that says "out of
+ *   memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a buffer that grows past 64 KiB
+ *   always leaves 16 MiB of address space to the rest of the process, whose small allocations
+ *   would end it if they failed.
  *
  * ===================================================================================================
  * Equality of requests (duplicates)
@@ -343,20 +364,24 @@ typedef enum rq_request_state {
 
 /** Creates a queue with the given delivery mode, max_concurrent 2, FIFO, duplicates cancelling
  *  earlier ones, not suspended. It owns an engine thread (and in threaded mode a delivery thread).
- *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (unknown mode), RQ_ERR_SYSTEM. */
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (unknown mode), RQ_ERR_SYSTEM (a thread
+ *  or a descriptor could not be had: a later call may succeed). */
 RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
 
 /** Frees a queue: cancels every waiting and running request, delivers their completions (outcome
  *  RQ_OUTCOME_CANCELLED, message "the queue was freed"), waits for callbacks in flight, and stops
  *  the queue's threads. No callback of this queue runs after it returns. In dispatch mode the
  *  remaining callbacks run on the calling thread, inside this call. Pending authentication
- *  challenges become invalid. NULL: no-op, RQ_OK. Errors: RQ_ERR_INVALID_HANDLE,
- *  RQ_ERR_INVALID_STATE (the default queue cannot be freed), RQ_ERR_WOULD_DEADLOCK (called from a
- *  callback of this same queue). */
+ *  challenges become invalid. NULL: no-op, RQ_OK. Several threads may free the same queue at once:
+ *  one of them frees it and gets RQ_OK; the others wait until it is freed (their calls too return
+ *  only once no callback of the queue can run) and get RQ_ERR_INVALID_HANDLE, as any later call
+ *  does. Errors: RQ_ERR_INVALID_HANDLE, RQ_ERR_INVALID_STATE (the default queue cannot be freed),
+ *  RQ_ERR_WOULD_DEADLOCK (called from a callback of this same queue). */
 RQ_API rq_result rq_queue_free(rq_queue *queue);
 
 /** The process-wide default queue (threaded delivery, same defaults as `rq_queue_new`), created
- *  on first use, thread-safe, never freed. Returns NULL only if it cannot be created. */
+ *  on first use, thread-safe, never freed. Returns NULL only if it cannot be created (no thread
+ *  available); a later call tries again, and returns the same queue once it exists. */
 RQ_API rq_queue *rq_queue_default(void);
 
 /** Sets the maximum number of requests running at once; 0 means unlimited (values above SSIZE_MAX
@@ -458,7 +483,9 @@ RQ_API rq_result rq_queue_wait_idle(rq_queue *queue, double timeout_seconds);
  *  at once. The request becomes frozen. It starts at once if the queue is not suspended and has a
  *  free slot. Duplicates are handled per `rq_queue_set_duplicates`.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_ALREADY_ADDED (this request was
- *  already added or started: nothing changes), RQ_ERR_QUEUE_CLOSED. */
+ *  already added or started: nothing changes), RQ_ERR_QUEUE_CLOSED. A request that another thread
+ *  frees during the call is either accepted or refused with RQ_ERR_INVALID_HANDLE (see "Threading
+ *  and callbacks"). */
 RQ_API rq_result rq_add(rq_queue *queue, rq_request *request);
 
 /** Cancels a waiting or running request (also during a retry delay or while an authentication
@@ -489,8 +516,11 @@ RQ_API rq_result rq_request_new(const char *url, rq_request **out_request);
 
 /** Releases the caller's handle. A request that was added or started goes on running and
  *  completes as usual (its `request` argument stays valid in its callbacks). For a request never
- *  added or started, its context finalizer is called here. NULL: no-op, RQ_OK.
- *  Errors: RQ_ERR_INVALID_HANDLE (already freed). */
+ *  added or started, its context finalizer is called here. Once this call has begun, the request
+ *  can no longer be added or started: an `rq_add` or `rq_request_start` racing it on another
+ *  thread either came first (the request runs, and its finalizer runs once, after its completion)
+ *  or returns RQ_ERR_INVALID_HANDLE (the finalizer runs once, here). NULL: no-op, RQ_OK.
+ *  Errors: RQ_ERR_INVALID_HANDLE (already freed; of two racing frees, one gets RQ_OK). */
 RQ_API rq_result rq_request_free(rq_request *request);
 
 /** Sets the method ("GET" by default). Case-sensitive, as HTTP says. "HEAD" fetches no body.
@@ -572,7 +602,10 @@ RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t 
 /** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
  *  the system's (copied path; the file is read when the request runs). TLS certificates and host
  *  names are always verified: there is no switch to turn verification off. NULL restores the
- *  system's CAs. */
+ *  system's CAs. The file is read by the queue's engine thread, which must never block: when
+ *  something other than a regular file is at `path` when an attempt starts (a FIFO, a device, a
+ *  folder), the attempt ends with RQ_OUTCOME_TLS and a message naming the file ("not a regular
+ *  file"), whatever the URL's scheme. */
 RQ_API rq_result rq_request_set_ca_file(rq_request *request, const char *path);
 
 /** Sets the completion callback and the context given to every callback of this request, with
@@ -633,8 +666,11 @@ RQ_API rq_result rq_request_set_retry_non_idempotent(rq_request *request, int al
  *  the original RequestQueue). At most 1000000. */
 RQ_API rq_result rq_request_set_max_attempts(rq_request *request, unsigned max_attempts);
 
-/** Starts the request on its own, without a visible queue (an internal one with no limit). It
- *  completes like a queued request, with threaded delivery. Errors: RQ_ERR_ALREADY_ADDED. */
+/** Starts the request on its own, without a visible queue (an internal one with no limit, made on
+ *  first use). It completes like a queued request, with threaded delivery. Errors:
+ *  RQ_ERR_ALREADY_ADDED, RQ_ERR_INVALID_HANDLE (also when freed by another thread meanwhile, see
+ *  `rq_request_free`), RQ_ERR_SYSTEM (the internal queue could not be made, no thread being
+ *  available: nothing changes, and a later call tries again). */
 RQ_API rq_result rq_request_start(rq_request *request);
 
 /** Sets the request's priority (RQ_PRIORITY_NORMAL by default). Unlike other settings it may
@@ -763,7 +799,10 @@ RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn
  *  each piece as it arrives, so memory stays bounded whatever the size. NULL removes the setting.
  *
  *  - The file is opened when the headers of a final response with a 2xx status have arrived: it is
- *    created (mode 0644, less the umask) or truncated, then written. A response with another status
+ *    created (mode 0644, less the umask) or truncated, then written. Only a regular file is used
+ *    (the engine thread that writes it must never block): a FIFO (with or without a reader), a
+ *    socket, a device (/dev/null included) or a folder at `path` ends the attempt with
+ *    RQ_OUTCOME_FILE_ERROR, "cannot open <path>: not a regular file", and is left untouched. A response with another status
  *    leaves the file as it was (not even created); its body is delivered in the response as usual.
  *    After a success the completion's body is empty. The library does not fsync the file. (A 206
  *    answering a Range header set on the request, without resuming, is written like a 200.)

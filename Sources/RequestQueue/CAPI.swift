@@ -60,8 +60,26 @@ private func response(_ pointer: OpaquePointer?) -> Response? {
     return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
 }
 
-private let sharedQueue: Queue? = Queue(threaded: true, kind: .shared)
-private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
+/// A process-wide queue (the default queue, the hidden one of `rq_request_start`), made on first
+/// use. When it cannot be made (no thread available, say), the next call tries again: a shortage
+/// is never remembered.
+private final class ProcessQueue: @unchecked Sendable {
+    private let kind: Queue.Kind
+    private let lock = Lock()
+    private var made: Queue?
+
+    init(_ kind: Queue.Kind) { self.kind = kind }
+
+    var queue: Queue? {
+        lock.withLock {
+            if made == nil { made = Queue(threaded: true, kind: kind) }
+            return made
+        }
+    }
+}
+
+private let sharedQueue = ProcessQueue(.shared)
+private let standaloneQueue = ProcessQueue(.standalone)
 
 // MARK: Version and names
 
@@ -88,12 +106,11 @@ private let standaloneQueue: Queue? = Queue(threaded: true, kind: .standalone)
     return withQueue(pointer) { q in
         guard q.kind == .user else { return RQ_ERR_INVALID_STATE }
         guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
-        q.close()
-        return RQ_OK
+        return q.close()
     }
 }
 
-@c @implementation public func rq_queue_default() -> OpaquePointer? { sharedQueue?.pointer }
+@c @implementation public func rq_queue_default() -> OpaquePointer? { sharedQueue.queue?.pointer }
 
 @c @implementation public func rq_queue_set_max_concurrent(_ pointer: OpaquePointer?, _ value: Int) -> rq_result {
     withQueue(pointer) { q in
@@ -519,8 +536,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard let standaloneQueue else { return RQ_ERR_SYSTEM }
-    return standaloneQueue.add(r)
+    guard let queue = standaloneQueue.queue else { return RQ_ERR_SYSTEM }
+    return queue.add(r)
 }
 
 @c @implementation public func rq_request_set_priority(_ pointer: OpaquePointer?, _ priority: rq_priority) -> rq_result {
@@ -528,15 +545,19 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard let r else { return result }
     let level = Int(priority.rawValue)
     guard (-2...2).contains(level) else { return RQ_ERR_INVALID_ARGUMENT }
-    let (state, queue) = r.lock.withLock { (r.state, r.queue) }
-    switch state {
-    case .new:
-        return r.configure { r in r.priority = level; return RQ_OK }
-    case .completed:
-        return RQ_ERR_NOT_ACTIVE
-    case .waiting, .running:
-        guard let queue else { return RQ_ERR_NOT_ACTIVE }
-        return queue.setPriority(r, level)
+    // A request added by another thread between the two looks is then changed in its queue.
+    while true {
+        let (state, queue) = r.lock.withLock { (r.state, r.queue) }
+        switch state {
+        case .new:
+            let result = r.configure { r in r.priority = level; return RQ_OK }
+            if result != RQ_ERR_REQUEST_FROZEN { return result }
+        case .completed:
+            return RQ_ERR_NOT_ACTIVE
+        case .waiting, .running:
+            guard let queue else { return RQ_ERR_NOT_ACTIVE }
+            return queue.setPriority(r, level)
+        }
     }
 }
 
@@ -660,7 +681,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 private func answer(_ pointer: OpaquePointer?, _ answer: Queue.AuthAnswer) -> rq_result {
     guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
     guard let challenge = HandleTable.shared.lookup(pointer, kind: .challenge, as: Challenge.self),
-          let q = challenge.request?.queue else { return RQ_ERR_INVALID_HANDLE }
+          let request = challenge.request, let q = request.lock.withLock({ request.queue }) else { return RQ_ERR_INVALID_HANDLE }
     return q.answer(challenge, answer)
 }
 

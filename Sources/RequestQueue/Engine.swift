@@ -23,6 +23,8 @@ final class Engine: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
+    /// Set under `inboxLock` when the thread stops; `send` then drops its command.
+    private var stopped = false
     private var thread = pthread_t()
 
     // Engine thread only.
@@ -51,9 +53,16 @@ final class Engine: @unchecked Sendable {
     }
 
     func send(_ command: Command) {
-        inboxLock.withLock { inbox.append(command) }
-        // The engine thread reads its inbox before it waits again: only other threads wake it.
-        if !isCurrentThread { curl_multi_wakeup(multi) }
+        let wake = !isCurrentThread
+        inboxLock.withLock {
+            // After the shutdown the multi handle is gone: a late command (a cancel racing
+            // rq_queue_free, say) has nothing left to act on.
+            guard !stopped else { return }
+            inbox.append(command)
+            // The engine thread reads its inbox before it waits again: only other threads wake it.
+            // Under the lock, so that the shutdown cannot free the multi handle meanwhile.
+            if wake { curl_multi_wakeup(multi) }
+        }
     }
 
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
@@ -88,6 +97,7 @@ final class Engine: @unchecked Sendable {
                 case let .wake(at):
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
+                    inboxLock.withLock { stopped = true }
                     queue.signalOwedEvents()
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
@@ -139,6 +149,14 @@ final class Engine: @unchecked Sendable {
     private func start(_ request: Request, generation: UInt64) {
         guard queue.isCurrent(request, generation: generation) else { return }
         if let old = request.transfer { recycle(old) }
+        // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
+        if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
+            let message = "cannot use the CA file \(String(cString: caFile)): not a regular file"
+            queue.attemptFailedToStart(request, generation: generation,
+                                       response: Response(outcome: .tls, status: 0, url: request.url.string, message: message,
+                                                          attempts: request.attempts))
+            return
+        }
         guard let transfer = pool.popLast() ?? Transfer(engine: self) else {
             queue.attemptFailedToStart(request, generation: generation, response: failure(request, "out of memory"))
             return

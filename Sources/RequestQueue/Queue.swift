@@ -64,7 +64,9 @@ final class Queue: @unchecked Sendable {
     private(set) var stats = Stats()
     /// The rate-limit wake-up already asked of the engine.
     private var scheduledWake: Double?
+    /// Set when `rq_queue_free` starts (no request is accepted any more), and when it has ended.
     private var closed = false
+    private var freed = false
     /// Events posted and not yet finished running.
     private var undelivered = 0
     /// Events waiting to run: for `dispatch` in dispatch mode (the descriptor is readable while
@@ -213,22 +215,19 @@ final class Queue: @unchecked Sendable {
     // MARK: Adding and cancelling
 
     func add(_ request: Request) -> rq_result {
-        let accepted = request.lock.withLock {
-            guard request.state == .new else { return false }
-            request.state = .waiting
-            request.queue = self
-            request.acceptedAt = Clock.now()
-            return true
-        }
-        guard accepted else { return RQ_ERR_ALREADY_ADDED }
-        return monitor.withLock {
-            guard !closed else {
-                request.lock.withLock {
-                    request.state = .new
-                    request.queue = nil
-                }
-                return RQ_ERR_QUEUE_CLOSED
+        monitor.withLock {
+            // Under the monitor and the request's lock at once: a request freed by its caller, or
+            // added elsewhere, or a queue being freed, is never half-accepted.
+            let result: rq_result = request.lock.withLock {
+                guard request.callerHolds else { return RQ_ERR_INVALID_HANDLE }
+                guard request.state == .new else { return RQ_ERR_ALREADY_ADDED }
+                guard !closed else { return RQ_ERR_QUEUE_CLOSED }
+                request.state = .waiting
+                request.queue = self
+                request.acceptedAt = Clock.now()
+                return RQ_OK
             }
+            guard result == RQ_OK else { return result }
             let id = request.id
             stats.added += 1
             let key = duplicatesMode == .allow ? nil : request.duplicateKey
@@ -667,9 +666,19 @@ final class Queue: @unchecked Sendable {
         }
     }
 
-    /// Frees the queue: cancels everything, stops the engine, delivers what is left.
-    func close() {
-        monitor.withLock { closed = true }
+    /// Frees the queue: cancels everything, stops the engine, delivers what is left. Only the first
+    /// caller does it and gets RQ_OK; one that comes while it is under way waits for its end, then
+    /// gets RQ_ERR_INVALID_HANDLE, as any call on a freed queue.
+    func close() -> rq_result {
+        let first: Bool = monitor.withLock {
+            guard !closed else {
+                while !freed { _ = monitor.wait(until: nil) }
+                return false
+            }
+            closed = true
+            return true
+        }
+        guard first else { return RQ_ERR_INVALID_HANDLE }
         cancelAll(message: "the queue was freed")
         engine.shutdown()
         if threaded {
@@ -684,6 +693,11 @@ final class Queue: @unchecked Sendable {
             Glibc.close(eventFD)
         }
         HandleTable.shared.remove(handle)
+        monitor.withLock {
+            freed = true
+            monitor.broadcast()
+        }
+        return RQ_OK
     }
 }
 

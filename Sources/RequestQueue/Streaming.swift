@@ -96,10 +96,20 @@ struct OutputFile {
 
     /// Opens the file to write from byte `from`: 0 creates or truncates it; a positive value keeps
     /// that many bytes (cutting anything after them) and appends. Returns an error message.
+    /// Only a regular file (or none, created then) is used: the engine thread must never block,
+    /// and opening a FIFO without a reader, or writing to a device, a socket or a full pipe, can.
+    /// The file is opened without blocking and checked again once open (it may have been
+    /// replaced in between).
     mutating func open(from: Int64) -> String? {
-        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (from > 0 ? 0 : O_TRUNC)
+        if existsAndIsNotRegular(path) { return message("cannot open", reason: "not a regular file") }
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (from > 0 ? 0 : O_TRUNC)
         let fd = Glibc.open(path, flags, 0o644)
         guard fd >= 0 else { return message("cannot open", errno) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            Glibc.close(fd)
+            return message("cannot open", reason: "not a regular file")
+        }
         if from > 0 {
             if ftruncate(fd, off_t(from)) != 0 || lseek(fd, off_t(from), SEEK_SET) < 0 {
                 let error = errno
@@ -134,8 +144,20 @@ struct OutputFile {
     }
 
     private func message(_ what: String, _ error: Int32) -> String {
-        "\(what) \(String(cString: path)): \(String(cString: strerror(error)))"
+        message(what, reason: String(cString: strerror(error)))
     }
+
+    private func message(_ what: String, reason: String) -> String {
+        "\(what) \(String(cString: path)): \(reason)"
+    }
+}
+
+/// Whether something other than a regular file is at `path` (a FIFO, socket, device, folder):
+/// files the engine thread must not open, because opening or reading or writing them can block.
+/// stat() itself does not block on them.
+func existsAndIsNotRegular(_ path: [CChar]) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG
 }
 
 /// The first byte position of a Content-Range value ("bytes 100-299/300" gives 100), or nil.

@@ -161,6 +161,9 @@ final class ByteBuffer: @unchecked Sendable {
         if needed > capacity {
             // The first piece is often the whole body: take its size, then double.
             let newCapacity = Swift.max(capacity * 2, needed)
+            // A large buffer must not take the last of the memory: the small allocations of the
+            // rest of the process would then fail, and in Swift code that is a crash.
+            if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: newCapacity) { return false }
             guard let grown = realloc(base, newCapacity) else { return false }
             base = grown.assumingMemoryBound(to: UInt8.self)
             capacity = newCapacity
@@ -184,6 +187,30 @@ final class ByteBuffer: @unchecked Sendable {
             capacity = 0
         }
         return (base, count)
+    }
+}
+
+/// The memory kept free for everything else when large buffers (bodies, header blocks) grow. A
+/// failed allocation is a result the library can report for the one request that needed it only
+/// when it is large, made in C (malloc): Swift's own small allocations end the process when they
+/// fail. So before a large buffer grows, it checks that its new size and a reserve of address
+/// space (and of commit charge, under strict overcommit) are still there, and gives up (an
+/// out-of-memory outcome for its request) when they are not, leaving that reserve to the small
+/// allocations.
+enum MemoryReserve {
+    /// Buffers at least this large check the reserve when they grow.
+    static let largeBuffer = 64 << 10
+    static let reserve = 16 << 20
+
+    /// Whether `size` bytes and the reserve could still be mapped now (probed with a mapping that
+    /// is never touched, so it costs no memory).
+    static func remains(after size: Int) -> Bool {
+        let (total, overflow) = size.addingReportingOverflow(reserve)
+        guard !overflow else { return false }
+        let probe = mmap(nil, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let probe, UInt(bitPattern: probe) != UInt.max else { return false }
+        munmap(probe, total)
+        return true
     }
 }
 

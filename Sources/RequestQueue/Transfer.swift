@@ -184,6 +184,9 @@ final class Transfer {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // A transfer stopped while its host name resolves leaves the resolver thread to finish on
+        // its own: libcurl would otherwise wait for it (up to the DNS timeout) on this thread.
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_QUICK_EXIT, 1)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
@@ -334,7 +337,11 @@ final class Transfer {
             if !(100...199).contains(status) { awaitingHeaders = false }
             return sink != .undecided || decideSink(request)
         }
-        return HeaderLines.append(line, to: headers)
+        guard HeaderLines.append(line, to: headers) else {
+            outOfMemory = true
+            return false
+        }
+        return true
     }
 
     /// The status code of a status line ("HTTP/1.1 206 Partial Content"), or 0.
@@ -534,7 +541,7 @@ final class Transfer {
         } else {
             outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge : Transfer.outcome(of: code)
             message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
-            if outOfMemory { message = "out of memory while receiving the body" }
+            if outOfMemory { message = "out of memory while receiving the response" }
             if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
                 message = "the response body is larger than the maximum of \(request.maxResponseSize) bytes"
             }
