@@ -137,15 +137,3 @@ struct OutputFile {
         "\(what) \(String(cString: path)): \(String(cString: strerror(error)))"
     }
 }
-
-/// The first byte position of a Content-Range value ("bytes 100-299/300" gives 100), or nil.
-func contentRangeStart(_ value: String) -> Int64? {
-    var rest = Substring(value)
-    while rest.first == " " { rest = rest.dropFirst() }
-    guard rest.lowercased().hasPrefix("bytes") else { return nil }
-    rest = rest.dropFirst(5)
-    while rest.first == " " || rest.first == "=" { rest = rest.dropFirst() }
-    let digits = rest.prefix { $0 >= "0" && $0 <= "9" }
-    guard !digits.isEmpty, digits.count <= 18, rest.dropFirst(digits.count).first == "-" else { return nil }
-    return Int64(digits)
-}

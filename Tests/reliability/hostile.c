@@ -271,7 +271,7 @@ static void not_http(rq_queue *queue) {
 }
 
 static void chunk_framing(rq_queue *queue) {
-    static const char *sizes[] = {"zz", "ffffffffffffffffffffffff", "-5", "%20", "5;%00"};
+    static const char *sizes[] = {"zz", "ffffffffffffffffffffffff", "-5", "%20"};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char path[128], prefix[128];
         snprintf(path, sizeof path, "/case/bad-chunk?chunk=%s&n=%zu", sizes[i], i);
