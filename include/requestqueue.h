@@ -758,7 +758,8 @@ typedef struct rq_metrics {
     double first_byte;
     double total;
     /** Body bytes received and sent by the last attempt (for a resumed download: the bytes of
-     *  this transfer, not those already in the file). */
+     *  this transfer, not those already in the file). `bytes_down` counts the decoded body of the
+     *  final response, as delivered (see `wire_bytes_down` below). */
     uint64_t bytes_down;
     uint64_t bytes_up;
     /** The number of attempts made, as `rq_response_attempts`. */
@@ -766,6 +767,14 @@ typedef struct rq_metrics {
     /** 1 when the last attempt used a connection kept open by an earlier request, 0 when it made a
      *  new one (or made none). */
     int connection_reused;
+    /* Fields added later: a caller built with an older header (a smaller `size`) does not get them. */
+    /** The body of the last response as it came from the server, before any decoding of libcurl's
+     *  own (chunked framing not counted). `bytes_down` above is the decoded body, the bytes
+     *  delivered; the two differ only for a coding the library did not refuse. */
+    uint64_t wire_bytes_down;
+    /** Bytes of the status lines and header lines of every response of the last attempt
+     *  (redirects and 1xx included), as received. */
+    uint64_t header_bytes_down;
 } rq_metrics;
 
 /** Writes the metrics of the request that `response` completes (a borrowed response, in the

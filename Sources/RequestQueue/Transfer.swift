@@ -534,7 +534,8 @@ final class Transfer {
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
-        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 })
+        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
+                                   received: received)
         return response
     }
 

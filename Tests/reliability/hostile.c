@@ -59,6 +59,8 @@ typedef struct {
     int64_t last_total;
     /* authentication */
     int challenges;
+    /* cancel the request from its progress callback once this many bytes arrived (0: never) */
+    int64_t cancel_after;
 } outcome_t;
 
 static void on_done(void *context, rq_request *request, const rq_response *response) {
@@ -83,7 +85,6 @@ static int on_body(void *context, rq_request *request, const uint8_t *data, size
 
 static void on_progress(void *context, rq_request *request, double progress, int64_t done, int64_t total) {
     outcome_t *o = context;
-    (void)request;
     o->progress_calls++;
     if (o->progress_error[0])
         return;
@@ -99,6 +100,8 @@ static void on_progress(void *context, rq_request *request, double progress, int
     o->last_done = done;
     o->last_total = total;
     o->last_progress = progress;
+    if (o->cancel_after > 0 && done >= o->cancel_after)
+        rq_cancel(request);
 }
 
 static void on_challenge(void *context, rq_request *request, rq_auth_challenge *challenge, unsigned failures,
@@ -242,6 +245,9 @@ static void header_budget(rq_queue *queue) {
     expect(queue, "/case/endless-headers", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-headers?line=10", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-header-line", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+}
+
+static void trailer_budget(rq_queue *queue) {
     expect(queue, "/case/endless-trailers", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-trailers", streamed, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-trailers?line=10", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
@@ -349,6 +355,39 @@ static void progress(rq_queue *queue) {
     }
 }
 
+static void cancel_while_streaming(rq_request *request, outcome_t *o, void *arg) {
+    (void)arg;
+    o->cancel_after = 100000;
+    streamed(request, o, NULL);
+    with_progress(request, o, NULL);
+}
+
+/* A cancelled request's final progress call does not go back to 0. */
+static void progress_cancelled(rq_queue *queue) {
+    outcome_t o;
+    run(queue, "/case/endless-error?code=200", cancel_while_streaming, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_CANCELLED && o.progress_error[0] == 0 && o.last_done >= 100000,
+          "cancelled while streaming: outcome %s, final done %lld: %s", rq_outcome_str((int)o.outcome),
+          (long long)o.last_done, o.progress_error);
+}
+
+/* Wire and decoded bytes apart in the metrics. */
+static void metrics(rq_queue *queue) {
+    outcome_t o;
+    run(queue, "/case/many-trailers?count=10", NULL, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.metrics.size == sizeof o.metrics, "outcome %s, metrics size %zu",
+          rq_outcome_str((int)o.outcome), o.metrics.size);
+    /* "HTTP/1.1 200 OK\r\n" + "Transfer-Encoding: chunked\r\n" + "\r\n" at least, trailers maybe. */
+    CHECK(o.metrics.bytes_down == 5 && o.metrics.wire_bytes_down == 5 && o.metrics.header_bytes_down >= 47,
+          "chunked body of 5 bytes: bytes_down %llu, wire_bytes_down %llu, header_bytes_down %llu",
+          (unsigned long long)o.metrics.bytes_down, (unsigned long long)o.metrics.wire_bytes_down,
+          (unsigned long long)o.metrics.header_bytes_down);
+    run(queue, "/case/redirect-body?size=227&to=/case/status%3Fcode%3D200", NULL, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.metrics.bytes_down == 5 && o.metrics.header_bytes_down > 60,
+          "after a redirect: outcome %s, bytes_down %llu, header_bytes_down %llu", rq_outcome_str((int)o.outcome),
+          (unsigned long long)o.metrics.bytes_down, (unsigned long long)o.metrics.header_bytes_down);
+}
+
 /* A request cancelled while it waits for its retry delay reports the attempts made. */
 static void cancel_in_retry_delay(rq_queue *queue) {
     outcome_t o;
@@ -402,9 +441,12 @@ int main(int argc, char **argv) {
     PART("chunk-framing", chunk_framing(queue));
     PART("lengths", lengths_and_ranges(queue, tmp));
     PART("header-budget", header_budget(queue));
+    PART("trailer-budget", trailer_budget(queue));
     PART("transfer-codings", transfer_codings(queue));
     PART("error-bodies", error_bodies(queue, tmp));
-    PART("progress", progress(queue));
+    PART("progress-responses", progress(queue));
+    PART("progress-cancelled", progress_cancelled(queue));
+    PART("metrics", metrics(queue));
     PART("cancel-in-retry-delay", cancel_in_retry_delay(queue));
     CHECK_OK(rq_queue_free(queue));
     printf("hostile: cases=%d seconds=%.1f rss_budget_kib=%ld\n", cases_run, rqt_now() - started, rss_budget_kib);
