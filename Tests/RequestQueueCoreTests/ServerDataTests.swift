@@ -68,14 +68,14 @@ import Testing
 
     @Test func headerBudgetCountsBytesAndLines() {
         var budget = HeaderBudget()
-        #expect(budget.admit(lineLength: HeaderBudget.maxBytes))
-        #expect(!budget.admit(lineLength: 1))
+        var admitted = [budget.admit(lineLength: HeaderBudget.maxBytes), budget.admit(lineLength: 1)]
+        #expect(admitted == [true, false])
         budget = HeaderBudget()
-        for _ in 0..<HeaderBudget.maxLines { #expect(budget.admit(lineLength: 4)) }
-        #expect(!budget.admit(lineLength: 4))
+        admitted = (0...HeaderBudget.maxLines).map { _ in budget.admit(lineLength: 4) }
+        #expect(admitted.filter { $0 }.count == HeaderBudget.maxLines && admitted.last == false)
         budget = HeaderBudget()
-        #expect(!budget.admit(lineLength: Int.max))
-        #expect(!budget.admit(lineLength: -1))
+        admitted = [budget.admit(lineLength: Int.max), budget.admit(lineLength: -1), budget.admit(lineLength: 0)]
+        #expect(admitted == [false, false, true])
     }
 
     @Test func progressOverTheResponsesOfOneAttempt() {
