@@ -521,7 +521,7 @@ final class Transfer {
                 message = "a header line of the response is longer than libcurl's limit of 100 KiB"
             } else {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
-                    : Transfer.outcome(of: code, message: message, url: url)
+                    : Transfer.outcome(of: code, message: message, statusSeen: status != 0)
             }
             if outOfMemory { message = "out of memory while receiving the body" }
             if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
@@ -539,15 +539,15 @@ final class Transfer {
         return response
     }
 
-    /// The outcome of a failed transfer from libcurl's code, its message and the last URL.
-    static func outcome(of code: CURLcode, message: String, url: String) -> Outcome {
+    /// The outcome of a failed transfer from libcurl's code, its message and whether a status line
+    /// came in the attempt.
+    static func outcome(of code: CURLcode, message: String, statusSeen: Bool) -> Outcome {
         switch code {
         // libcurl reports invalid chunked framing as a receive error, like a broken connection.
         case CURLE_RECV_ERROR where ServerData.isChunkFramingError(message): .badResponse
-        // From an http(s) URL: a reply that is not HTTP (HTTP/0.9, garbage); otherwise a redirect
-        // to a scheme that is not allowed.
-        case CURLE_UNSUPPORTED_PROTOCOL where url.prefix(8).lowercased().hasPrefix("http://")
-            || url.prefix(8).lowercased().hasPrefix("https://"): .badResponse
+        // A reply that is not HTTP (libcurl takes it for HTTP/0.9, which it refuses); otherwise a
+        // redirect to a scheme or URL that is not allowed.
+        case CURLE_UNSUPPORTED_PROTOCOL where !statusSeen || ServerData.isNotHTTPError(message): .badResponse
         case CURLE_OPERATION_TIMEDOUT: .timeout
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .cannotResolveHost
         case CURLE_COULDNT_CONNECT: .cannotConnect

@@ -265,6 +265,10 @@ static void transfer_codings(rq_queue *queue) {
 static void not_http(rq_queue *queue) {
     expect(queue, "/case/http09", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
     expect(queue, "/case/garbage", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+    /* After a redirect: still a bad response, not a bad redirect. */
+    expect(queue, "/case/redirect-body?size=5&to=/case/http09", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+    expect(queue, "/case/redirect-body?size=5&to=/case/garbage", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+    expect(queue, "/case/redirect-body?size=5&to=/case/status%3Fcode%3D1000", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
     static const char *codes[] = {"0", "99", "1000", "600", "abc", "20", "2000", "-200", "99999999999999999999"};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         char path[128];
@@ -449,7 +453,7 @@ int main(int argc, char **argv) {
     PART("metrics", metrics(queue));
     PART("cancel-in-retry-delay", cancel_in_retry_delay(queue));
     CHECK_OK(rq_queue_free(queue));
-    printf("hostile: cases=%d seconds=%.1f rss_budget_kib=%ld\n", cases_run, rqt_now() - started, rss_budget_kib);
+    printf("hostile: cases=%d seconds=%.1f rss_budget_mib=%ld\n", cases_run, rqt_now() - started, rss_budget_kib / 1024);
     printf("hostile: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
 }
