@@ -586,7 +586,7 @@ final class Queue: @unchecked Sendable {
         switch event {
         case let .progress(request, upload, done, total):
             if !request.completionDelivered, let fn = upload ? request.uploadProgress : request.downloadProgress {
-                if !upload { request.deliveredDownload = (done, total) }
+                if upload { request.deliveredUpload = (done, total) } else { request.deliveredDownload = (done, total) }
                 fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
             }
         case let .challenge(request, challenge, failures):
@@ -618,8 +618,8 @@ final class Queue: @unchecked Sendable {
             fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
         }
         if let fn = request.uploadProgress, request.hasBody {
-            let done = response.uploaded
-            let total = response.uploadTotal
+            let (done, total) = response.outcome == .cancelled ? request.deliveredUpload
+                : (response.uploaded, response.uploadTotal)
             fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
         }
         request.completionDelivered = true

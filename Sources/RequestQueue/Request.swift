@@ -113,9 +113,10 @@ final class Request: @unchecked Sendable {
     /// (engine thread).
     var download = AttemptProgress()
     var progressAttempt = 0
-    /// The last download progress delivered (delivery side): the final call of a cancelled
-    /// request repeats it instead of going back to 0.
+    /// The last progress delivered (delivery side): the final call of a cancelled request repeats
+    /// it instead of going back to 0.
     var deliveredDownload: (done: Int64, total: Int64) = (0, -1)
+    var deliveredUpload: (done: Int64, total: Int64) = (0, -1)
     var acceptedAt = 0.0
     var firstAttemptAt = 0.0
     /// Whether the body of a 2xx response goes to the callback or the file, not to the response.

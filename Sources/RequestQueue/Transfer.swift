@@ -142,7 +142,6 @@ final class Transfer {
         outOfMemory = false
         tooLarge = false
         reportedDownload = (-1, -2)
-        reportedUpload = (-1, -2)
         bytesSeen = -1
         lastActivity = Clock.now()
         sink = .undecided
@@ -156,9 +155,12 @@ final class Transfer {
         errorBodyCut = false
         // Progress counts over the responses of one attempt; an answered authentication
         // challenge continues the attempt on a new transfer.
+        // (The upload figure stays at its highest: a body sent again within the attempt does not
+        // take it back.)
         if request.progressAttempt != request.attempts {
             request.progressAttempt = request.attempts
             request.download = AttemptProgress()
+            reportedUpload = (-1, -2)
         } else {
             request.download.newResponse()
         }

@@ -194,6 +194,18 @@ static void with_auth(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_auth_handler(request, on_challenge));
 }
 
+/* A POST of 100000 bytes with upload progress, answering the challenge: the body is sent twice
+ * within the attempt, and `done` must not go back. */
+static void upload_with_auth(rq_request *request, outcome_t *o, void *arg) {
+    static uint8_t body[100000];
+    (void)o, (void)arg;
+    memset(body, 'b', sizeof body);
+    CHECK_OK(rq_request_set_method(request, "POST"));
+    CHECK_OK(rq_request_set_body(request, body, sizeof body));
+    CHECK_OK(rq_request_set_upload_progress(request, on_progress));
+    CHECK_OK(rq_request_set_auth_handler(request, on_challenge));
+}
+
 /* The number of requests the server logged whose path starts with `prefix`. */
 static int server_saw(const char *prefix) {
     char *log = rqt_get(base, "/_/log");
@@ -244,6 +256,8 @@ static void retry_after_values(rq_queue *queue) {
 static void header_budget(rq_queue *queue) {
     expect(queue, "/case/endless-headers", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-headers?line=10", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
+    /* A slow drip (10 ms between pieces of 64 KiB) meets the same budget. */
+    expect(queue, "/case/endless-headers?pace=0.01", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-header-line", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
 }
 
@@ -357,6 +371,12 @@ static void progress(rq_queue *queue) {
               o.last_progress, (long long)o.last_done, (long long)o.last_total);
         CHECK(i != 3 || o.challenges == 1, "%s: %d challenges", paths[i], o.challenges);
     }
+    outcome_t o;
+    run(queue, "/case/challenge?size=227&upload=1", upload_with_auth, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.challenges == 1 && o.progress_error[0] == 0 && o.last_done == 100000 &&
+              o.last_progress == 1.0,
+          "upload across a challenge: outcome %s, %d challenges, final %lld/%lld: %s", rq_outcome_str((int)o.outcome),
+          o.challenges, (long long)o.last_done, (long long)o.last_total, o.progress_error);
 }
 
 static void cancel_while_streaming(rq_request *request, outcome_t *o, void *arg) {
