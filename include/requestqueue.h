@@ -283,7 +283,9 @@ typedef void (*rq_completion_fn)(void *context, rq_request *request, const rq_re
  *  Download figures count body bytes over all the responses of an attempt: the body of a redirect
  *  that is followed, and that of a 401 answered with a credential, are counted, and the next
  *  response's bytes add to them. `total` is the bytes of the earlier responses plus the
- *  Content-Length of the current one (-1 while that is unknown), never less than `done`. */
+ *  Content-Length of the current one (-1 while that is unknown), never less than `done`. Upload
+ *  figures: a body sent again within the attempt (a 307 redirect, an answered challenge) keeps
+ *  `done` at its highest. */
 typedef void (*rq_progress_fn)(void *context, rq_request *request, double progress, int64_t done,
                                int64_t total);
 

@@ -107,8 +107,6 @@ final class Request: @unchecked Sendable {
     var flow: StreamFlow?
     /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
     var streamStopped = false
-    /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
-    /// (engine thread; 0 until then).
     /// Download progress over the responses of the current attempt, and the attempt it counts
     /// (engine thread).
     var download = AttemptProgress()
@@ -117,6 +115,8 @@ final class Request: @unchecked Sendable {
     /// it instead of going back to 0.
     var deliveredDownload: (done: Int64, total: Int64) = (0, -1)
     var deliveredUpload: (done: Int64, total: Int64) = (0, -1)
+    /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
+    /// (engine thread; 0 until then).
     var acceptedAt = 0.0
     var firstAttemptAt = 0.0
     /// Whether the body of a 2xx response goes to the callback or the file, not to the response.
