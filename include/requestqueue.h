@@ -110,11 +110,12 @@
  *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE, so does invalid chunked framing (a
  *   bad chunk size) and an invalid Content-Length (not 1 to 18 digits). None of them is retried
  *   by the default retry outcomes.
- * - Header budget: the status line, header lines and chunked trailers of one response may take
- *   256 KiB (262144 bytes) and 10000 lines in all; a response over it ends the attempt with
- *   RQ_OUTCOME_BAD_RESPONSE, whose message names the budget. (A single header line is also
- *   limited to 100 KiB by libcurl: the same outcome.) Each response of a redirect chain has its own
- *   budget.
+ * - Header budget: the status lines, header lines and chunked trailers of all the responses of
+ *   one transfer (redirects followed, informational 1xx responses, the final response) may take
+ *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE, whose message names the budget. (libcurl limits a single header line
+ *   to 100 KiB: the same outcome.) An answered authentication challenge starts a new transfer,
+ *   with a new budget.
  * - Transfer codings: the library asks for none (it sends no TE header), so a response with a
  *   Transfer-Encoding other than "chunked" (gzip, deflate, ...) is refused with
  *   RQ_OUTCOME_BAD_RESPONSE rather than decoded. Content-Encoding is never decoded: a compressed

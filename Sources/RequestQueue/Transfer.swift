@@ -58,7 +58,8 @@ final class Transfer {
     /// asked for, a Content-Range that does not continue the file. The attempt ends with
     /// RQ_OUTCOME_BAD_RESPONSE and this message.
     private var protocolError: String?
-    /// The header budget of the current response (headers and trailers).
+    /// The header budget of this transfer: the headers and trailers of all its responses
+    /// (redirects, informational ones, the final one).
     private var headerBudget = HeaderBudget()
     /// Whether the collected body of a non-2xx answer to a streaming request reached
     /// `ServerData.errorBodyLimit` (the rest was not read).
@@ -310,7 +311,6 @@ final class Transfer {
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
             headers.removeAll()
-            headerBudget = HeaderBudget()
             sink = .undecided
             guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
                 status = 0
@@ -546,7 +546,8 @@ final class Transfer {
     static func outcome(of code: CURLcode, message: String, statusSeen: Bool) -> Outcome {
         switch code {
         // libcurl reports invalid chunked framing as a receive error, like a broken connection.
-        case CURLE_RECV_ERROR where ServerData.isChunkFramingError(message): .badResponse
+        // So does it for its own limit of header bytes.
+        case CURLE_RECV_ERROR where ServerData.isFramingError(message): .badResponse
         // A reply that is not HTTP (libcurl takes it for HTTP/0.9, which it refuses); otherwise a
         // redirect to a scheme or URL that is not allowed.
         case CURLE_UNSUPPORTED_PROTOCOL where !statusSeen || ServerData.isNotHTTPError(message): .badResponse

@@ -82,16 +82,18 @@ public enum ServerData {
         message.contains("HTTP/0.9") || message.hasSuffix("in HTTP response") || message.hasSuffix("in response")
     }
 
-    /// Whether libcurl's error message for a receive error says the chunked framing was invalid
-    /// (libcurl reports it as CURLE_RECV_ERROR, like a broken connection, with "... in
-    /// chunked-encoding").
-    public static func isChunkFramingError(_ message: String) -> Bool {
-        message.hasSuffix("in chunked-encoding")
+    /// Whether libcurl's error message for a receive error says the reply's framing was invalid:
+    /// bad chunked framing ("... in chunked-encoding") or more header bytes than libcurl takes
+    /// ("Too large response headers: ..."). libcurl reports both as CURLE_RECV_ERROR, like a
+    /// broken connection.
+    public static func isFramingError(_ message: String) -> Bool {
+        message.hasSuffix("in chunked-encoding") || message.hasPrefix("Too large response headers")
     }
 }
 
-/// The budget of the header section of one response: its header lines (the status line
-/// included) and its chunked trailers, in bytes and in lines. A response over it is refused.
+/// The budget of the header sections of one transfer: the status lines, header lines and chunked
+/// trailers of all its responses (redirects, informational responses, the final one), in bytes
+/// and in lines. A transfer over it is refused.
 public struct HeaderBudget: Sendable {
     /// 256 KiB (libcurl itself stops at 300 KiB of headers, trailers not counted).
     public static let maxBytes = 256 * 1024

@@ -66,6 +66,16 @@ import Testing
         }
     }
 
+    @Test func libcurlMessagesToldApart() {
+        #expect(ServerData.isFramingError("Illegal or missing hexadecimal sequence in chunked-encoding"))
+        #expect(ServerData.isFramingError("Too large response headers: 307222 > 307200"))
+        #expect(!ServerData.isFramingError("Recv failure: Connection reset by peer"))
+        #expect(ServerData.isNotHTTPError("Received HTTP/0.9 when not allowed"))
+        #expect(ServerData.isNotHTTPError("Unsupported response code in HTTP response"))
+        #expect(!ServerData.isNotHTTPError("Protocol \"ftp\" not supported or disabled in libcurl"))
+        #expect(!ServerData.isNotHTTPError("The redirect target URL could not be parsed: Unsupported URL scheme"))
+    }
+
     @Test func headerBudgetCountsBytesAndLines() {
         var budget = HeaderBudget()
         var admitted = [budget.admit(lineLength: HeaderBudget.maxBytes), budget.admit(lineLength: 1)]

@@ -42,7 +42,7 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     case 3:
         _ = ServerData.isValidContentLength(text)
         if let coding = ServerData.unrequestedTransferCoding(text) { check(coding != "chunked" && coding.count <= 64) }
-        _ = ServerData.isChunkFramingError(text)
+        _ = ServerData.isFramingError(text)
         _ = ServerData.isNotHTTPError(text)
     case 4:
         // Header lines as libcurl hands them over: cut into fields, then each name looked up.

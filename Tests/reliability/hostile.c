@@ -259,6 +259,8 @@ static void header_budget(rq_queue *queue) {
     /* A slow drip (10 ms between pieces of 64 KiB) meets the same budget. */
     expect(queue, "/case/endless-headers?pace=0.01", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/endless-header-line", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+    /* Informational responses without end: each has its own budget, and their number is bounded. */
+    expect(queue, "/case/endless-interim", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
 }
 
 static void trailer_budget(rq_queue *queue) {

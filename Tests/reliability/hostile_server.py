@@ -67,6 +67,12 @@ def case_endless_header_line(q):
     yield from endless(b"h" * PIECE)
 
 
+def case_endless_interim(q):
+    """Informational responses (103 Early Hints), one after the other, forever."""
+    hint = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+    yield from endless(hint * max(1, PIECE // len(hint)))
+
+
 def case_endless_trailers(q):
     yield status_and(["Transfer-Encoding: chunked", "Trailer: X-Endless"])
     yield chunked(b"hello") + b"0\r\n"
@@ -167,6 +173,7 @@ CASES = {
     "retry-after": case_retry_after,
     "endless-headers": case_endless_headers,
     "endless-header-line": case_endless_header_line,
+    "endless-interim": case_endless_interim,
     "endless-trailers": case_endless_trailers,
     "many-trailers": case_many_trailers,
     "te-gzip": case_te_gzip,
