@@ -16,9 +16,11 @@ public enum ServerData {
             guard i < line.count, line[i] >= 0x30, line[i] <= 0x39 else { return nil }
             return Int(line[i] - 0x30)
         }
-        let prefix: [UInt8] = [0x48, 0x54, 0x54, 0x50, 0x2F]  // "HTTP/"
-        guard line.count >= prefix.count, zip(line, prefix).allSatisfy({ $0 == $1 }) else { return nil }
-        var i = prefix.count
+        // "HTTP/"
+        guard line.count >= 5, line[0] == 0x48, line[1] == 0x54, line[2] == 0x54, line[3] == 0x50, line[4] == 0x2F else {
+            return nil
+        }
+        var i = 5
         var major = 0
         while digit(i) != nil, major < 3 { i += 1; major += 1 }
         guard major > 0 else { return nil }
