@@ -14,6 +14,7 @@
 static const char *base;
 static long rss_budget_kib = 64 * 1024;
 static int cases_run;
+static long max_growth_kib; /* the largest peak RSS growth of a case */
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
@@ -140,6 +141,8 @@ static void run(rq_queue *queue, const char *path, setup_fn setup, void *arg, ou
            rq_outcome_str((int)o->outcome), o->status, o->attempts, o->body_size, peak - before, o->message);
     fflush(stdout);
     cases_run++;
+    if (peak - before > max_growth_kib)
+        max_growth_kib = peak - before;
     free(url);
 }
 
@@ -475,7 +478,8 @@ int main(int argc, char **argv) {
     PART("metrics", metrics(queue));
     PART("cancel-in-retry-delay", cancel_in_retry_delay(queue));
     CHECK_OK(rq_queue_free(queue));
-    printf("hostile: cases=%d seconds=%.1f rss_budget_mib=%ld\n", cases_run, rqt_now() - started, rss_budget_kib / 1024);
+    printf("hostile: cases=%d seconds=%.1f rss_budget_mib=%ld max_peak_growth_kib=%ld\n", cases_run,
+           rqt_now() - started, rss_budget_kib / 1024, max_growth_kib);
     printf("hostile: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
 }
