@@ -299,6 +299,17 @@ static void not_http(rq_queue *queue) {
     expect(queue, "/case/status?code=599", NULL, NULL, RQ_OUTCOME_HTTP_STATUS, 599);
 }
 
+/* Any bytes at any pace: a valid reply one byte at a time, 2 ms apart, is parsed whole. */
+static void drip(rq_queue *queue) {
+    /* "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n" */
+    outcome_t o;
+    run(queue,
+        "/case/raw?split=1&pace=0.002&b64=SFRUUC8xLjEgMjAwIE9LDQpUcmFuc2Zlci1FbmNvZGluZzogY2h1bmtlZA0KDQo1DQpoZWxsbw0KMA0KWC1UOiAxDQoNCg%3D%3D",
+        NULL, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.status == 200 && o.body_size == 5, "drip: outcome %s, status %d, body %zu (%s)",
+          rq_outcome_str((int)o.outcome), o.status, o.body_size, o.message);
+}
+
 static void chunk_framing(rq_queue *queue) {
     static const char *sizes[] = {"zz", "ffffffffffffffffffffffff", "-5", "%20"};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -467,6 +478,7 @@ int main(int argc, char **argv) {
     }
     PART("retry-after", retry_after_values(queue));
     PART("not-http", not_http(queue));
+    PART("drip", drip(queue));
     PART("chunk-framing", chunk_framing(queue));
     PART("lengths", lengths_and_ranges(queue, tmp));
     PART("header-budget", header_budget(queue));

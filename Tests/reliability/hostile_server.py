@@ -13,10 +13,13 @@ SEND_SECONDS seconds, or as soon as the client closes the connection. Query para
   pace=S      sleep S seconds between pieces (default 0: as fast as the socket takes them)
   to=PATH     the Location of a redirect case
   size=N      a body size where a case has one
+/case/raw?b64=B64[&repeat=N][&split=K][&pace=S] sends exactly the base64-decoded bytes, N times (0:
+endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
 
+import base64
 import json
 import os
 import socket
@@ -169,7 +172,19 @@ def case_challenge(q):
                          "HTTP/1.1 401 Unauthorized") + body
 
 
+def case_raw(q):
+    data = base64.b64decode(q.get("b64", ""))
+    repeat = int(q.get("repeat", "1"))
+    split = int(q.get("split", "0")) or max(1, len(data))
+    count = 0
+    while data and (repeat == 0 or count < repeat):
+        for i in range(0, len(data), split):
+            yield data[i:i + split]
+        count += 1
+
+
 CASES = {
+    "raw": case_raw,
     "retry-after": case_retry_after,
     "endless-headers": case_endless_headers,
     "endless-header-line": case_endless_header_line,
