@@ -107,9 +107,9 @@
  * server can make it hold is bounded. Every value from the network (status codes, dates, lengths,
  * ranges, header and trailer sizes and counts) is parsed with checked arithmetic and range checks.
  * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
- *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE, so does invalid chunked framing (a
- *   bad chunk size) and an invalid Content-Length (not 1 to 18 digits). None of them is retried
- *   by the default retry outcomes.
+ *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do invalid chunked
+ *   framing (a bad chunk size) and an invalid Content-Length (not 1 to 18 digits), with the
+ *   status of the response. None of them is retried by the default retry outcomes.
  * - Header budget: the status lines, header lines and chunked trailers of all the responses of
  *   one transfer (redirects followed, informational 1xx responses, the final response) may take
  *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with

@@ -42,7 +42,7 @@ final class Transfer {
         case file
     }
     private var sink = Sink.undecided
-    /// The status of the current response, from its status line.
+    /// The status of the current response, from its status line; -1 when that was not HTTP.
     private var status = 0
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
@@ -313,7 +313,7 @@ final class Transfer {
             headers.removeAll()
             sink = .undecided
             guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
-                status = 0
+                status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
             status = code
@@ -488,8 +488,9 @@ final class Transfer {
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.
     func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
+        // libcurl's status of the last response; 0 for a reply that is not HTTP.
         var status = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
         var downloadTotal: curl_off_t = -1

@@ -282,8 +282,8 @@ static void transfer_codings(rq_queue *queue) {
 }
 
 static void not_http(rq_queue *queue) {
-    expect(queue, "/case/http09", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
-    expect(queue, "/case/garbage", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+    expect(queue, "/case/http09", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0);
+    expect(queue, "/case/garbage", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0);
     /* After a redirect: still a bad response, not a bad redirect. */
     expect(queue, "/case/redirect-body?size=5&to=/case/http09", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
     expect(queue, "/case/redirect-body?size=5&to=/case/garbage", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
@@ -292,8 +292,8 @@ static void not_http(rq_queue *queue) {
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         char path[128];
         snprintf(path, sizeof path, "/case/status?code=%s", codes[i]);
-        expect(queue, path, NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
-        expect(queue, path, retry_default, NULL, RQ_OUTCOME_BAD_RESPONSE, -1);
+        expect(queue, path, NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0);
+        expect(queue, path, retry_default, NULL, RQ_OUTCOME_BAD_RESPONSE, 0);
     }
     expect(queue, "/case/status?code=299", NULL, NULL, RQ_OUTCOME_OK, 299);
     expect(queue, "/case/status?code=599", NULL, NULL, RQ_OUTCOME_HTTP_STATUS, 599);
