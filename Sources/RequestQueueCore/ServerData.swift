@@ -77,8 +77,8 @@ public enum ServerData {
     }
 
     /// Whether libcurl's error message for an unsupported protocol says the reply was not HTTP
-    /// (libcurl takes any such reply for HTTP/0.9, which it refuses): "Received HTTP/0.9 when not
-    /// allowed", "Unsupported response code in HTTP response", "Unsupported HTTP version in
+    /// ("Received HTTP/0.9 when not allowed": libcurl takes any such reply for HTTP/0.9, which it
+    /// refuses; "Unsupported response code in HTTP response"; "Unsupported HTTP version in
     /// response"). The same code also reports a redirect to a scheme that is not allowed.
     public static func isNotHTTPError(_ message: String) -> Bool {
         message.contains("HTTP/0.9") || message.hasSuffix("in HTTP response") || message.hasSuffix("in response")
