@@ -124,6 +124,35 @@
  * byte) are equal. Timeouts, callbacks and retry settings do not count. With the default
  * RQ_DUPLICATES_CANCEL_EARLIER, adding a request cancels every earlier equal request still waiting
  * or running in that queue; their completions say RQ_OUTCOME_CANCELLED.
+ *
+ * ===================================================================================================
+ * What a server sends
+ * ===================================================================================================
+ *
+ * The library runs inside its host: no byte a server sends can crash the host, and the memory a
+ * server can make it hold is bounded. Every value from the network (status codes, dates, lengths,
+ * ranges, header and trailer sizes and counts) is parsed with checked arithmetic and range checks.
+ * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
+ *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do invalid chunked
+ *   framing (a bad chunk size) and an invalid Content-Length (not 1 to 18 digits), with the
+ *   status of the response. None of them is retried by the default retry outcomes.
+ * - Header budget: the status lines, header lines and chunked trailers of all the responses of
+ *   one transfer (redirects followed, informational 1xx responses, the final response) may take
+ *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE, whose message names the budget. (libcurl limits a single header line
+ *   to 100 KiB: the same outcome.) An answered authentication challenge starts a new transfer,
+ *   with a new budget.
+ * - Transfer codings: the library asks for none (it sends no TE header), so a response with a
+ *   Transfer-Encoding other than "chunked" (gzip, deflate, ...) is refused with
+ *   RQ_OUTCOME_BAD_RESPONSE rather than decoded. Content-Encoding is never decoded: a compressed
+ *   body is delivered as it came. So the bytes delivered are the bytes of the body, and the
+ *   maximum response size (`rq_request_set_max_response_size`) counts them.
+ * - The body of a non-2xx answer to a request that streams its body (a body callback or an output
+ *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
+ *   (the connection is closed), with the outcome of its status and the message saying the body
+ *   was cut.
+ * - A Retry-After that is neither 1 to 9 digits of seconds nor an IMF-fixdate ("Sun, 06 Nov 1994
+ *   08:49:37 GMT", years 0001 to 9999) is ignored.
  */
 #ifndef REQUESTQUEUE_H
 #define REQUESTQUEUE_H
@@ -231,15 +260,20 @@ typedef enum rq_outcome {
     RQ_OUTCOME_CANNOT_RESOLVE_HOST = 4,
     /** The connection could not be made (refused, unreachable). */
     RQ_OUTCOME_CANNOT_CONNECT = 5,
-    /** The connection broke during the exchange (reset, closed early, truncated body, empty reply). */
+    /** The connection broke during the exchange (reset, closed early, truncated body, empty
+     *  reply). Invalid framing of the reply is RQ_OUTCOME_BAD_RESPONSE instead. */
     RQ_OUTCOME_CONNECTION_LOST = 6,
     /** TLS failed (handshake, certificate verification, ...). */
     RQ_OUTCOME_TLS = 7,
     /** More redirects than allowed (10). */
     RQ_OUTCOME_TOO_MANY_REDIRECTS = 8,
-    /** The server's reply was not valid HTTP. */
+    /** The server's reply was not valid HTTP or broke a rule the library enforces: not HTTP at all
+     *  (HTTP/0.9, garbage, a status code outside 100 to 599), invalid chunked framing, an invalid
+     *  Content-Length, a transfer coding not asked for, headers and trailers over their budget, a
+     *  Content-Range that does not continue a resumed file. See "What a server sends". */
     RQ_OUTCOME_BAD_RESPONSE = 9,
-    /** A redirect pointed to a URL or scheme that is not allowed. */
+    /** A redirect pointed to a URL or scheme that is not allowed (only redirect problems: a reply
+     *  that is not HTTP is RQ_OUTCOME_BAD_RESPONSE). */
     RQ_OUTCOME_BAD_REDIRECT = 10,
     /** Any other transport failure; the message says more. */
     RQ_OUTCOME_TRANSPORT = 11,
@@ -268,10 +302,18 @@ typedef struct rq_auth_challenge rq_auth_challenge;
 typedef void (*rq_completion_fn)(void *context, rq_request *request, const rq_response *response);
 
 /** Upload or download progress. `done` is the number of bytes transferred so far (never
- *  decreasing within one attempt), `total` the expected number or -1 when unknown. `progress` is
- *  done / total within [0, 1] when the total is known, and RQ_PROGRESS_INDETERMINATE (-1.0) when it
- *  is not (show a spinner). A final call is made when the request completes: after a success it
- *  reports progress 1.0 with total == done. A retried request starts again from 0. */
+ *  decreasing within one attempt), `total` the expected number or -1 when unknown; `done` never
+ *  exceeds a known `total`. `progress` is done / total within [0, 1] when the total is known, and
+ *  RQ_PROGRESS_INDETERMINATE (-1.0) when it is not (show a spinner); it is 1.0 only when done ==
+ *  total. A final call is made when the request completes: after a success it reports progress
+ *  1.0 with total == done; after a cancel it repeats the last figures. A retried request starts
+ *  again from 0.
+ *  Download figures count body bytes over all the responses of an attempt: the body of a redirect
+ *  that is followed, and that of a 401 answered with a credential, are counted, and the next
+ *  response's bytes add to them. `total` is the bytes of the earlier responses plus the
+ *  Content-Length of the current one (-1 while that is unknown), never less than `done`. Upload
+ *  figures: a body sent again within the attempt (a 307 redirect, an answered challenge) keeps
+ *  `done` at its highest. */
 typedef void (*rq_progress_fn)(void *context, rq_request *request, double progress, int64_t done,
                                int64_t total);
 
@@ -596,7 +638,8 @@ RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_
 
 /** Sets the maximum size of the response body in bytes; a larger body (announced by Content-Length
  *  or counted while it arrives) ends the attempt with RQ_OUTCOME_RESPONSE_TOO_LARGE. 0 means no
- *  limit (default). */
+ *  limit (default). The bytes counted are those of the body as delivered (no transfer or content
+ *  coding is decoded: see "What a server sends"). */
 RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t max_bytes);
 
 /** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
@@ -649,7 +692,8 @@ RQ_API rq_result rq_request_set_retry_outcomes(rq_request *request, const rq_out
  *  default, keeps it fixed; at most 100), capped at `max_delay` seconds (0 = no cap). Then a random
  *  fraction of up to `jitter` (0 to 1; default 0) of the delay is taken off, so that clients do not
  *  retry in step. A server's Retry-After on 429 and 503 is honoured (the delay is at least that);
- *  one above `max_delay` ends the retries. */
+ *  one above `max_delay` ends the retries. An unusable Retry-After (see "What a server sends") is
+ *  ignored. */
 RQ_API rq_result rq_request_set_retry_backoff(rq_request *request, double multiplier, double max_delay,
                                               double jitter);
 
@@ -734,7 +778,8 @@ RQ_API const char *rq_response_url(const rq_response *response);
 /** A message describing a failure ("" for RQ_OUTCOME_OK). Never NULL for a non-NULL response. */
 RQ_API const char *rq_response_error_message(const rq_response *response);
 
-/** The number of attempts made (1 without retries; 0 when cancelled before starting). */
+/** The number of attempts made (1 without retries; 0 when cancelled before starting). A request
+ *  cancelled while it waits for its retry delay counts only the attempts that started. */
 RQ_API unsigned rq_response_attempts(const rq_response *response);
 
 /* ===================================================================================================
@@ -793,6 +838,8 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *  Errors: RQ_ERR_INVALID_STATE (an output file is set: a body goes to one place),
  *  RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn);
+/* (The collected body of a non-2xx response to a streaming request is kept to 1 MiB: see "What a
+ * server sends".) */
 
 /** Writes the body into the file at `path` (copied; a relative path is taken from the working
  *  directory when the request runs) instead of collecting it. The queue's engine thread writes
@@ -850,7 +897,8 @@ typedef struct rq_metrics {
     double first_byte;
     double total;
     /** Body bytes received and sent by the last attempt (for a resumed download: the bytes of
-     *  this transfer, not those already in the file). */
+     *  this transfer, not those already in the file). `bytes_down` counts the decoded body of the
+     *  final response, as delivered (see `wire_bytes_down` below). */
     uint64_t bytes_down;
     uint64_t bytes_up;
     /** The number of attempts made, as `rq_response_attempts`. */
@@ -858,6 +906,14 @@ typedef struct rq_metrics {
     /** 1 when the last attempt used a connection kept open by an earlier request, 0 when it made a
      *  new one (or made none). */
     int connection_reused;
+    /* Fields added later: a caller built with an older header (a smaller `size`) does not get them. */
+    /** The body of the last response as it came from the server, before any decoding of libcurl's
+     *  own (chunked framing not counted). `bytes_down` above is the decoded body, the bytes
+     *  delivered; the two differ only for a coding the library did not refuse. */
+    uint64_t wire_bytes_down;
+    /** Bytes of the status lines and header lines of every response of the last attempt
+     *  (redirects and 1xx included), as received. */
+    uint64_t header_bytes_down;
 } rq_metrics;
 
 /** Writes the metrics of the request that `response` completes (a borrowed response, in the

@@ -9,7 +9,8 @@ import CRequestQueueAPI
     let m = response.metrics
     var full = rq_metrics(size: MemoryLayout<rq_metrics>.size, queued: m.queued, dns: m.dns, connect: m.connect,
                           tls: m.tls, first_byte: m.firstByte, total: m.total, bytes_down: m.bytesDown,
-                          bytes_up: m.bytesUp, attempts: response.attempts, connection_reused: m.reused ? 1 : 0)
+                          bytes_up: m.bytesUp, attempts: response.attempts, connection_reused: m.reused ? 1 : 0,
+                          wire_bytes_down: m.wireBytesDown, header_bytes_down: m.headerBytesDown)
     let byteCount = Int(min(size, UInt(MemoryLayout<rq_metrics>.size)))
     full.size = byteCount
     withUnsafeBytes(of: &full) { bytes in

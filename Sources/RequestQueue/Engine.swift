@@ -116,7 +116,9 @@ final class Engine: @unchecked Sendable {
                 if timer.deadline <= now { due.append(timer); return true }
                 return false
             }
-            for timer in due { start(timer.request, generation: timer.generation) }
+            for timer in due where queue.retryDue(timer.request, generation: timer.generation) {
+                start(timer.request, generation: timer.generation)
+            }
             if let wake = wakeAt, wake <= now {
                 wakeAt = nil
                 queue.startDue()

@@ -11,6 +11,8 @@ struct Metrics {
     var total = -1.0
     var bytesDown: UInt64 = 0
     var bytesUp: UInt64 = 0
+    var wireBytesDown: UInt64 = 0
+    var headerBytesDown: UInt64 = 0
     var reused = false
 
     /// No attempt ran (a cancelled request, a transfer that could not be set up).
@@ -18,8 +20,8 @@ struct Metrics {
 
     /// Reads the figures of the attempt that just ended on `easy` (engine thread, before the
     /// handle is reused). `queued` is from the request's acceptance to its first attempt; `secure`
-    /// tells whether the last URL was https.
-    init(easy: UnsafeMutableRawPointer, request: Request, secure: Bool) {
+    /// tells whether the last URL was https; `received` is the decoded body of the last response.
+    init(easy: UnsafeMutableRawPointer, request: Request, secure: Bool, received: Int64) {
         func seconds(_ info: CURLINFO) -> Double {
             var micro: curl_off_t = 0
             guard ccurl_easy_getinfo_off(easy, info, &micro) == CURLE_OK, micro > 0 else { return 0 }
@@ -35,21 +37,25 @@ struct Metrics {
         }
         var connects = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
-        var received = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &received)
+        var header = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
         total = seconds(CURLINFO_TOTAL_TIME_T)
         // libcurl reports 0 for a step it did not reach; a reused connection skips the first ones.
         let lookup = seconds(CURLINFO_NAMELOOKUP_TIME_T)
         let connected = seconds(CURLINFO_CONNECT_TIME_T)
         let handshake = seconds(CURLINFO_APPCONNECT_TIME_T)
         let first = seconds(CURLINFO_STARTTRANSFER_TIME_T)
-        reused = connects == 0 && received > 0
+        reused = connects == 0 && header > 0
         let madeConnection = connected > 0 || reused
         if madeConnection || lookup > 0 { dns = min(lookup, total) }
         if madeConnection { connect = min(max(connected, dns), total) }
         if secure, madeConnection, handshake > 0 || reused { tls = min(max(handshake, connect), total) }
-        if received > 0 { firstByte = min(max(first, tls, connect, dns), total) }
-        bytesDown = count(CURLINFO_SIZE_DOWNLOAD_T)
+        if header > 0 { firstByte = min(max(first, tls, connect, dns), total) }
+        bytesDown = UInt64(max(0, received))
+        // libcurl's count of the body as received, before a content or transfer decoding of its
+        // own (chunked framing left out), and of the header bytes of every response.
+        wireBytesDown = count(CURLINFO_SIZE_DOWNLOAD_T)
+        headerBytesDown = UInt64(max(0, header))
         bytesUp = count(CURLINFO_SIZE_UPLOAD_T)
     }
 

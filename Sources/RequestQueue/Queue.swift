@@ -350,8 +350,9 @@ final class Queue: @unchecked Sendable {
                 postLocked(.challenge(request, challenge, failures: request.rejectedCredentials))
                 return nil
             case .retry(let delay):
+                // The attempt is counted when it starts (`retryDue`): a request cancelled during
+                // the delay reports the attempts made.
                 request.generation &+= 1
-                request.attempts += 1
                 stats.retried += 1
                 return (delay, request.generation)
             case .complete:
@@ -359,6 +360,16 @@ final class Queue: @unchecked Sendable {
                 startStartableLocked()
                 return nil
             }
+        }
+    }
+
+    /// The engine's timer for a retry fired: counts the new attempt; false when the request is no
+    /// longer waiting for it (cancelled, ...).
+    func retryDue(_ request: Request, generation: UInt64) -> Bool {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation else { return false }
+            request.attempts += 1
+            return true
         }
     }
 
@@ -574,6 +585,7 @@ final class Queue: @unchecked Sendable {
         switch event {
         case let .progress(request, upload, done, total):
             if !request.completionDelivered, let fn = upload ? request.uploadProgress : request.downloadProgress {
+                if upload { request.deliveredUpload = (done, total) } else { request.deliveredDownload = (done, total) }
                 fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
             }
         case let .challenge(request, challenge, failures):
@@ -598,14 +610,15 @@ final class Queue: @unchecked Sendable {
 
     private func deliverCompletion(_ request: Request, _ response: Response) {
         if let fn = request.downloadProgress {
-            let success = response.outcome == .ok
-            let done = response.downloaded
-            let total = success ? done : response.downloadTotal
+            // A cancelled request's response has no transfer figures: its final call repeats the
+            // last one, so that `done` does not go back.
+            let (done, total) = response.outcome == .cancelled ? request.deliveredDownload
+                : (response.downloadDone, response.outcome == .ok ? response.downloadDone : response.downloadTotal)
             fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
         }
         if let fn = request.uploadProgress, request.hasBody {
-            let done = response.uploaded
-            let total = response.uploadTotal
+            let (done, total) = response.outcome == .cancelled ? request.deliveredUpload
+                : (response.uploaded, response.uploadTotal)
             fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
         }
         request.completionDelivered = true

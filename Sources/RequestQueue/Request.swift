@@ -111,6 +111,14 @@ final class Request: @unchecked Sendable {
     var flow: StreamFlow?
     /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
     var streamStopped = false
+    /// Download progress over the responses of the current attempt, and the attempt it counts
+    /// (engine thread).
+    var download = AttemptProgress()
+    var progressAttempt = 0
+    /// The last progress delivered (delivery side): the final call of a cancelled request repeats
+    /// it instead of going back to 0.
+    var deliveredDownload: (done: Int64, total: Int64) = (0, -1)
+    var deliveredUpload: (done: Int64, total: Int64) = (0, -1)
     /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
     /// (engine thread; 0 until then).
     var acceptedAt = 0.0

@@ -23,8 +23,10 @@ final class Response: @unchecked Sendable {
     private var messageMade: UnsafeMutablePointer<CChar>?
     private static let locks = LockStripes(count: 64)
     private var lock: Lock { Response.locks.lock(for: Int(bitPattern: UInt(bitPattern: ObjectIdentifier(self))) >> 6) }
-    /// Transfer figures for the final progress calls.
+    /// Body bytes of the attempt's final response (the queue's `bytes_down`), and the final
+    /// download progress of the attempt (over all its responses; see `AttemptProgress`).
     let downloaded: Int64
+    let downloadDone: Int64
     let downloadTotal: Int64
     let uploaded: Int64
     let uploadTotal: Int64
@@ -36,14 +38,15 @@ final class Response: @unchecked Sendable {
     init(outcome: Outcome, status: Int, headers: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(start: nil, count: 0),
          body: (base: UnsafeMutablePointer<UInt8>?, count: Int) = (nil, 0),
          url: String, message: String, attempts: Int,
-         downloaded: Int64 = 0, downloadTotal: Int64 = -1, uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
+         downloaded: Int64 = 0, progress: (done: Int64, total: Int64) = (0, -1), uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
         self.outcome = outcome
         self.status = Int32(clamping: status)
         self.attempts = UInt32(clamping: attempts)
         urlString = url
         messageString = message
         self.downloaded = downloaded
-        self.downloadTotal = downloadTotal
+        downloadDone = progress.done
+        downloadTotal = progress.total
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
         bodyCount = body.base == nil ? 0 : body.count
@@ -125,16 +128,7 @@ final class Response: @unchecked Sendable {
     }
 }
 
-/// Response header lines ("Name: value\r\n" each, as libcurl hands them over, status line left
-/// out): collected as they are on the engine thread, without parsing, and cut into fields only
-/// when someone reads them.
-enum HeaderLines {
-    /// Offsets of a field's name and value in the lines.
-    struct Field {
-        let name: Int
-        let value: Int
-    }
-
+extension HeaderLines {
     /// Appends one line to `lines`; false when memory ran out. A line always ends with a newline
     /// in the stored copy (so that a NUL can replace it when the lines are cut).
     static func append(_ line: UnsafeRawBufferPointer, to lines: ByteBuffer) -> Bool {
@@ -145,60 +139,5 @@ enum HeaderLines {
             return lines.append(&newline, 1)
         }
         return true
-    }
-
-    /// Each "name: value" line: the offsets of the name, its end (the colon), and the value's
-    /// start and end (blanks around it left out). Lines without a colon are skipped.
-    private static func forEachField(_ bytes: UnsafeBufferPointer<UInt8>,
-                                     _ body: (_ name: Int, _ colon: Int, _ value: Int, _ end: Int) -> Bool) {
-        var start = 0
-        while start < bytes.count {
-            var next = start
-            while next < bytes.count, bytes[next] != 0x0A { next += 1 }
-            var end = next
-            while end > start, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-            var colon = start
-            while colon < end, bytes[colon] != 0x3A { colon += 1 }
-            if colon < end {
-                var value = colon + 1
-                while value < end, bytes[value] == 0x20 || bytes[value] == 0x09 { value += 1 }
-                if !body(start, colon, value, end) { return }
-            }
-            start = next + 1
-        }
-    }
-
-    /// Cuts the lines in place into NUL-terminated names and values; returns their offsets.
-    static func cut(_ bytes: UnsafeMutableBufferPointer<UInt8>) -> [Field] {
-        var fields: [Field] = []
-        var ends: [(colon: Int, end: Int)] = []
-        forEachField(UnsafeBufferPointer(bytes)) { name, colon, value, end in
-            // A last line without its newline (memory ran out while storing it) has no room for
-            // the value's NUL: left out.
-            guard end < bytes.count else { return false }
-            fields.append(Field(name: name, value: value))
-            ends.append((colon, end))
-            return true
-        }
-        // After the scan: a value's end may be the newline the scan looks for.
-        for (colon, end) in ends {
-            bytes[colon] = 0
-            bytes[end] = 0
-        }
-        return fields
-    }
-
-    /// The first value of a header (name compared case-insensitively), for internal decisions.
-    static func value(named name: String, in bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        var found: String?
-        forEachField(bytes) { start, colon, value, end in
-            let stored = UnsafeBufferPointer(rebasing: bytes[start..<colon])
-            if stored.count == name.utf8.count, zip(stored, name.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
-                found = String(decoding: UnsafeBufferPointer(rebasing: bytes[value..<end]), as: UTF8.self)
-                return false
-            }
-            return true
-        }
-        return found
     }
 }

@@ -159,15 +159,3 @@ func existsAndIsNotRegular(_ path: [CChar]) -> Bool {
     var info = stat()
     return stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG
 }
-
-/// The first byte position of a Content-Range value ("bytes 100-299/300" gives 100), or nil.
-func contentRangeStart(_ value: String) -> Int64? {
-    var rest = Substring(value)
-    while rest.first == " " { rest = rest.dropFirst() }
-    guard rest.lowercased().hasPrefix("bytes") else { return nil }
-    rest = rest.dropFirst(5)
-    while rest.first == " " || rest.first == "=" { rest = rest.dropFirst() }
-    let digits = rest.prefix { $0 >= "0" && $0 <= "9" }
-    guard !digits.isEmpty, digits.count <= 18, rest.dropFirst(digits.count).first == "-" else { return nil }
-    return Int64(digits)
-}

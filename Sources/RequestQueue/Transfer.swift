@@ -51,7 +51,7 @@ final class Transfer {
         case file
     }
     private var sink = Sink.undecided
-    /// The status of the current response, from its status line.
+    /// The status of the current response, from its status line; -1 when that was not HTTP.
     private var status = 0
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
@@ -63,7 +63,16 @@ final class Transfer {
     private var resumeFrom: Int64 = 0
     private var file: OutputFile?
     private var fileError: String?
-    private var rangeError: String?
+    /// Why the server's reply was refused: not HTTP, over the header budget, a transfer coding not
+    /// asked for, a Content-Range that does not continue the file. The attempt ends with
+    /// RQ_OUTCOME_BAD_RESPONSE and this message.
+    private var protocolError: String?
+    /// The header budget of this transfer: the headers and trailers of all its responses
+    /// (redirects, informational ones, the final one).
+    private var headerBudget = HeaderBudget()
+    /// Whether the collected body of a non-2xx answer to a streaming request reached
+    /// `ServerData.errorBodyLimit` (the rest was not read).
+    private var errorBodyCut = false
 
     /// The options of a request that stay on the handle between attempts. Two attempts with equal
     /// options share the handle's settings; different ones reset it. Made once per request (and
@@ -143,7 +152,6 @@ final class Transfer {
         outOfMemory = false
         tooLarge = false
         reportedDownload = (-1, -2)
-        reportedUpload = (-1, -2)
         let now = Clock.now()
         watch = TransferWatch(limits: request.watchLimits, now: now)
         moved = 0
@@ -158,7 +166,20 @@ final class Transfer {
         streamed = 0
         resumeFrom = 0
         fileError = nil
-        rangeError = nil
+        protocolError = nil
+        headerBudget = HeaderBudget()
+        errorBodyCut = false
+        // Progress counts over the responses of one attempt; an answered authentication
+        // challenge continues the attempt on a new transfer.
+        // (The upload figure stays at its highest: a body sent again within the attempt does not
+        // take it back.)
+        if request.progressAttempt != request.attempts {
+            request.progressAttempt = request.attempts
+            request.download = AttemptProgress()
+            reportedUpload = (-1, -2)
+        } else {
+            request.download.newResponse()
+        }
         // An attempt that ended without a response (aborted) leaves its bytes here.
         body.removeAll()
         headers.removeAll()
@@ -319,23 +340,39 @@ final class Transfer {
         if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
     }
 
-    /// One header line; returns false to abort the transfer (the output file cannot be used).
+    /// One header line (or trailer); returns false to abort the transfer: the reply is refused
+    /// (`protocolError`) or the output file cannot be used.
     private func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
         guard let request else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
             headers.removeAll()
-            status = Transfer.statusCode(bytes)
             sink = .undecided
             awaitingHeaders = true
-            return true
+            guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
+                status = -1
+                return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
+            }
+            status = code
+            return headerBudget.admit(lineLength: bytes.count)
+        }
+        guard headerBudget.admit(lineLength: bytes.count) else {
+            return refuse("the response's header lines and trailers exceed \(HeaderBudget.maxBytes) bytes or "
+                          + "\(HeaderBudget.maxLines) lines")
         }
         // The blank line ends the headers: the body's destination is known now. (After a 1xx
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             if !(100...199).contains(status) { awaitingHeaders = false }
             return sink != .undecided || decideSink(request)
+        }
+        if let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
+           let coding = ServerData.unrequestedTransferCoding(codings) {
+            return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
+        }
+        if let length = HeaderLines.value(named: "Content-Length", in: bytes), !ServerData.isValidContentLength(length) {
+            return refuse("the server sent an invalid Content-Length (\"\(length.prefix(64))\")")
         }
         guard HeaderLines.append(line, to: headers) else {
             outOfMemory = true
@@ -344,16 +381,17 @@ final class Transfer {
         return true
     }
 
-    /// The status code of a status line ("HTTP/1.1 206 Partial Content"), or 0.
-    private static func statusCode(_ line: UnsafeBufferPointer<UInt8>) -> Int {
-        guard let space = line.firstIndex(of: 0x20) else { return 0 }
-        var code = 0
-        var index = space + 1
-        while index < line.count, index < space + 4, line[index] >= 0x30, line[index] <= 0x39 {
-            code = code * 10 + Int(line[index] - 0x30)
-            index += 1
-        }
-        return index == space + 4 ? code : 0
+    /// Refuses the server's reply: the attempt ends with RQ_OUTCOME_BAD_RESPONSE and `message`.
+    private func refuse(_ message: String) -> Bool {
+        if protocolError == nil { protocolError = message }
+        return false
+    }
+
+    /// At most 64 bytes of a line, control and non-ASCII bytes shown as "?", for a message.
+    private static func printable(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        var end = min(bytes.count, 64)
+        while end > 0, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x0A { end -= 1 }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<end]).map { $0 >= 0x20 && $0 < 0x7F ? $0 : 0x3F }, as: UTF8.self)
     }
 
     /// Chooses where the body of the current response goes: a 2xx response of a streaming request
@@ -374,9 +412,9 @@ final class Transfer {
         if status == 206, resumeFrom > 0 {
             // The answer to our Range: it must continue the file. (A 206 answering a Range header
             // of the caller's own is written from the start of the file, as a 200 is.)
-            let start = HeaderLines.value(named: "Content-Range", in: headers.bytes).flatMap(contentRangeStart)
+            let start = HeaderLines.value(named: "Content-Range", in: headers.bytes).flatMap(ServerData.contentRangeStart)
             guard start == resumeFrom else {
-                rangeError = "the server answered a range request for byte \(resumeFrom) onward with "
+                protocolError = "the server answered a range request for byte \(resumeFrom) onward with "
                     + (start.map { "bytes from \($0)" } ?? "an unusable Content-Range")
                 sink = .buffer
                 return false
@@ -423,6 +461,14 @@ final class Transfer {
                 return 0
             }
         case .buffer, .undecided:
+            // A streaming request's answer that is not the body asked for (an HTTP error, ...):
+            // its first part only.
+            if request.streamsBody, size > ServerData.errorBodyLimit - body.count {
+                let room = max(0, ServerData.errorBodyLimit - body.count)
+                if room > 0, body.append(data, room) { received += Int64(room) }
+                errorBodyCut = true
+                return 0
+            }
             guard body.append(data, size) else {
                 outOfMemory = true
                 return 0
@@ -444,8 +490,8 @@ final class Transfer {
         if request.downloadProgress != nil {
             var length: curl_off_t = -1
             _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
-            let total = Int64(length)
-            let done = max(downloaded, reportedDownload.done, 0)
+            request.download.update(received: downloaded, length: Int64(length))
+            let done = request.download.done, total = request.download.total
             if done != reportedDownload.done || total != reportedDownload.total, done > 0 || total >= 0 {
                 reportedDownload = (done, total)
                 engine.reportProgress(request, generation, upload: false, done: done, total: total)
@@ -518,49 +564,70 @@ final class Transfer {
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.
     func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
+        // libcurl's status of the last response; 0 for a reply that is not HTTP.
         var status = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        if self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
         var downloadTotal: curl_off_t = -1
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
         var uploaded: curl_off_t = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        var downloaded: curl_off_t = 0
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
+        request.download.update(received: Int64(downloaded), length: Int64(downloadTotal))
         if let error = file?.close(), fileError == nil { fileError = error }
+        // The request's own URL unless a redirect led elsewhere: no copy in the common case.
+        var url = request.url.string
+        if let effective, url.withCString({ strcmp($0, effective) }) != 0 { url = String(cString: effective) }
         let outcome: Outcome
         var message: String
-        if let fileError, !outOfMemory, !tooLarge {
+        if let protocolError {
+            outcome = .badResponse
+            message = protocolError
+        } else if let fileError, !outOfMemory, !tooLarge {
             outcome = .fileError
             message = fileError
-        } else if let rangeError {
-            outcome = .badResponse
-            message = rangeError
-        } else if code == CURLE_OK {
+        } else if code == CURLE_OK || errorBodyCut {
             outcome = status >= 400 ? .httpStatus : .ok
             message = status >= 400 ? "The server returned a \(status) error" : ""
+            if errorBodyCut { message += " (its body was cut at \(ServerData.errorBodyLimit) bytes)" }
         } else {
-            outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge : Transfer.outcome(of: code)
             message = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+            if code == CURLE_OUT_OF_MEMORY, !outOfMemory, sink == .undecided {
+                // libcurl's own limit of one header line (100 KiB) reports "out of memory".
+                outcome = .badResponse
+                message = "a header line of the response is longer than libcurl's limit of 100 KiB"
+            } else {
+                outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
+                    : Transfer.outcome(of: code, message: message, statusSeen: status != 0)
+            }
             if outOfMemory { message = "out of memory while receiving the response" }
             if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
                 message = "the response body is larger than the maximum of \(request.maxResponseSize) bytes"
             }
             if let override { message = override }
         }
-        // The request's own URL unless a redirect led elsewhere: no copy in the common case.
-        var url = request.url.string
-        if let effective, url.withCString({ strcmp($0, effective) }) != 0 { url = String(cString: effective) }
         let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
                                 url: url, message: message, attempts: request.attempts,
-                                downloaded: received, downloadTotal: Int64(downloadTotal),
+                                downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
-        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 })
+        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
+                                   received: received)
         return response
     }
 
-    static func outcome(of code: CURLcode) -> Outcome {
+    /// The outcome of a failed transfer from libcurl's code, its message and whether a status line
+    /// came in the attempt.
+    static func outcome(of code: CURLcode, message: String, statusSeen: Bool) -> Outcome {
         switch code {
+        // libcurl reports invalid chunked framing as a receive error, like a broken connection.
+        // So does it for its own limit of header bytes.
+        case CURLE_RECV_ERROR where ServerData.isFramingError(message): .badResponse
+        // A reply that is not HTTP (libcurl takes it for HTTP/0.9, which it refuses); otherwise a
+        // redirect to a scheme or URL that is not allowed.
+        case CURLE_UNSUPPORTED_PROTOCOL where !statusSeen || ServerData.isNotHTTPError(message): .badResponse
         case CURLE_OPERATION_TIMEDOUT: .timeout
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .cannotResolveHost
         case CURLE_COULDNT_CONNECT: .cannotConnect

@@ -76,28 +76,37 @@ public struct RetryPolicy: Equatable, Sendable {
         return result
     }
 
-    /// Seconds to wait from a Retry-After value: a number of seconds, or an HTTP date
-    /// ("Sun, 06 Nov 1994 08:49:37 GMT") compared with `now` (seconds since 1970). Nil when the
-    /// value is neither.
+    /// Seconds to wait from a Retry-After value: a number of seconds (at most 9 digits), or an
+    /// IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", years 1 to 9999) compared with `now`
+    /// (seconds since 1970). Nil when the value is neither, or `now` is not finite. The server
+    /// sends this value: nothing in it can overflow.
     public static func retryAfterSeconds(_ value: String, now: Double) -> Double? {
+        guard now.isFinite else { return nil }
         let trimmed = value.trimmingSpaces
-        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), trimmed.utf8.count <= 9 {
-            return Double(Int(trimmed) ?? 0)
-        }
+        if let seconds = decimal(Substring(trimmed), digits: 1...9) { return Double(seconds) }
         guard let date = httpDate(trimmed) else { return nil }
         return max(0, date - now)
     }
 
-    /// Parses an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") to seconds since 1970.
+    /// A number of `digits` decimal digits and nothing else (no sign), or nil.
+    private static func decimal(_ text: Substring, digits: ClosedRange<Int>) -> Int? {
+        guard digits.contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(text)
+    }
+
+    /// Parses an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") to seconds since 1970. Each field
+    /// is range-checked before any arithmetic: the result is within years 1 to 9999.
     static func httpDate(_ text: String) -> Double? {
         let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
+        guard parts.count == 6, parts[5] == "GMT", let day = decimal(parts[1], digits: 1...2),
+              let year = decimal(parts[3], digits: 4...4), (1...9999).contains(year) else { return nil }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
-        let time = parts[4].split(separator: ":")
-        guard time.count == 3, let h = Int(time[0]), let m = Int(time[1]), let sec = Int(time[2]),
+        let time = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard time.count == 3, let h = decimal(time[0], digits: 2...2), let m = decimal(time[1], digits: 2...2),
+              let sec = decimal(time[2], digits: 2...2),
               (1...31).contains(day), (0...23).contains(h), (0...59).contains(m), (0...60).contains(sec) else { return nil }
-        // Days from civil (Howard Hinnant's algorithm).
+        // Days from civil (Howard Hinnant's algorithm); with the ranges above no step overflows.
         let month = monthIndex + 1
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400

@@ -306,6 +306,24 @@ import Testing
         #expect(c.outcome == RQ_OUTCOME_HTTP_STATUS && c.status == 429 && c.attempts == 1)
     }
 
+    /// Issue 13: a Retry-After date the server makes absurd traps no arithmetic (it ended the
+    /// process with SIGILL), with retry off and on; with retry on it is ignored like any unusable
+    /// value, so the retry delay applies.
+    @Test func absurdRetryAfterDatesAreIgnored() throws {
+        for value in ["Sun,%2006%20Nov%20100000000000000%2008:49:37%20GMT", "Sun,%2006%20Nov%20-9223372036854775808%2008:49:37%20GMT"] {
+            let off = try run(fixture.url("/status/503?retry_after=\(value)")) { _ in }
+            #expect(off.outcome == RQ_OUTCOME_HTTP_STATUS && off.status == 503 && off.attempts == 1)
+            let on = try run(fixture.url("/status/429?retry_after=\(value)")) { r in
+                _ = rq_request_set_retry(r, 1)
+                _ = rq_request_set_retry_delay(r, 0.01)
+                _ = rq_request_set_max_attempts(r, 2)
+                var statuses: [Int32] = [429]
+                _ = rq_request_set_retry_statuses(r, &statuses, 1)
+            }
+            #expect(on.outcome == RQ_OUTCOME_HTTP_STATUS && on.status == 429 && on.attempts == 2)
+        }
+    }
+
     @Test func nonIdempotentMethodsAreNotRetriedUnlessAllowed() throws {
         let g = uniqueGroup()
         let post = try run(fixture.url("/flaky?key=\(g)&fail=1&mode=truncated&group=\(g)")) { r in

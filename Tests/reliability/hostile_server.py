@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""A hostile HTTP server for the reliability suite: sends whatever bytes a test asks for, at any
+pace, on 127.0.0.1 (issue 13, "hostile server data").
+
+Usage: hostile_server.py [--exit-on-stdin-eof]
+Prints "PORT <n>" once listening (as Tests/Fixtures/fixture_server.py does, so that
+Tests/c/with_fixture.py can start it).
+
+A request for /case/NAME[?query] gets the reply of case NAME (see CASES below): a status line, or
+none; any headers, endless ones, endless trailers, bad chunk sizes, transfer codings never asked
+for, endless bodies... Endless replies stop by themselves after SEND_LIMIT bytes or
+SEND_SECONDS seconds, or as soon as the client closes the connection. Query parameters:
+  pace=S      sleep S seconds between pieces (default 0: as fast as the socket takes them)
+  to=PATH     the Location of a redirect case
+  size=N      a body size where a case has one
+/case/raw?b64=B64[&repeat=N][&split=K][&pace=S] sends exactly the base64-decoded bytes, N times (0:
+endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
+/_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
+(the log's own requests left out), so that a test can count the attempts the server saw.
+"""
+
+import base64
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+import zlib
+
+SEND_LIMIT = 1 << 30      # bytes an endless case sends at most
+SEND_SECONDS = 60.0       # and for at most this long
+PIECE = 64 * 1024
+
+log_lock = threading.Lock()
+log = []
+
+
+def status_and(headers, status="HTTP/1.1 200 OK"):
+    return (status + "\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode()
+
+
+def endless(piece):
+    """The same piece, forever (the sender stops at its limits)."""
+    while True:
+        yield piece
+
+
+def chunked(data):
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+# Each case: a function (query) -> iterable of bytes pieces. The connection is closed after it.
+def case_retry_after(q):
+    status = q.get("status", "503")
+    value = q.get("value", "Sun, 06 Nov 100000000000000 08:49:37 GMT")
+    yield status_and([f"Retry-After: {value}", "Content-Length: 0", "Connection: close"],
+                     f"HTTP/1.1 {status} Busy")
+
+
+def case_endless_headers(q):
+    yield b"HTTP/1.1 200 OK\r\n"
+    line = b"X-Endless: " + b"h" * int(q.get("line", "1000")) + b"\r\n"
+    yield from endless(line * max(1, PIECE // len(line)))
+
+
+def case_endless_header_line(q):
+    yield b"HTTP/1.1 200 OK\r\nX-Endless: "
+    yield from endless(b"h" * PIECE)
+
+
+def case_endless_interim(q):
+    """Informational responses (103 Early Hints), one after the other, forever."""
+    hint = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+    yield from endless(hint * max(1, PIECE // len(hint)))
+
+
+def case_endless_trailers(q):
+    yield status_and(["Transfer-Encoding: chunked", "Trailer: X-Endless"])
+    yield chunked(b"hello") + b"0\r\n"
+    line = b"X-Endless: " + b"t" * int(q.get("line", "1000")) + b"\r\n"
+    yield from endless(line * max(1, PIECE // len(line)))
+
+
+def case_many_trailers(q):
+    """Many small trailers, then the end: a finite reply whose trailers exceed the budget."""
+    yield status_and(["Transfer-Encoding: chunked"])
+    yield chunked(b"hello") + b"0\r\n"
+    for i in range(int(q.get("count", "100000"))):
+        yield b"X-T%d: v\r\n" % i
+    yield b"\r\n"
+
+
+def gzip_bomb(size):
+    """`size` zero bytes, gzip-compressed (about 1000:1)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = []
+    zeros = b"\0" * (1 << 20)
+    left = size
+    while left > 0:
+        parts.append(compressor.compress(zeros[:min(left, len(zeros))]))
+        left -= min(left, len(zeros))
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def case_te_gzip(q):
+    body = gzip_bomb(int(q.get("size", str(64 << 20))))
+    if q.get("chunked", "1") == "1":
+        yield status_and(["Transfer-Encoding: gzip, chunked"])
+        for i in range(0, len(body), 8192):
+            yield chunked(body[i:i + 8192])
+        yield b"0\r\n\r\n"
+    else:
+        yield status_and(["Transfer-Encoding: gzip", "Connection: close"])
+        yield body
+
+
+def case_http09(q):
+    yield b"hello, this is HTTP/0.9 or so\n" * 10
+
+
+def case_garbage(q):
+    yield bytes(range(256)) * 16
+
+
+def case_status(q):
+    code = q.get("code", "0")
+    yield status_and(["Content-Length: 5"], f"HTTP/1.1 {code} Odd") + b"hello"
+
+
+def case_bad_chunk(q):
+    size = q.get("chunk", "zz")
+    yield status_and(["Transfer-Encoding: chunked"])
+    yield chunked(b"hello") + size.encode() + b"\r\nhello\r\n0\r\n\r\n"
+
+
+def case_content_range(q):
+    value = q.get("range", "bytes 99999999999999999999999-99999999999999999999999/*")
+    yield status_and([f"Content-Range: {value}", "Content-Length: 5"], "HTTP/1.1 206 Partial Content") + b"hello"
+
+
+def case_content_length(q):
+    value = q.get("length", "99999999999999999999999")
+    yield status_and([f"Content-Length: {value}"]) + b"hello"
+
+
+def case_endless_error(q):
+    yield status_and(["Connection: close"], f"HTTP/1.1 {q.get('code', '500')} Error")
+    yield from endless(b"e" * PIECE)
+
+
+def case_redirect_body(q):
+    body = b"r" * int(q.get("size", "227"))
+    yield status_and([f"Location: {q.get('to', '/case/status?code=200')}", f"Content-Length: {len(body)}"],
+                     "HTTP/1.1 302 Found") + body
+
+
+def case_empty(q):
+    yield status_and(["Content-Length: 0"])
+
+
+def case_challenge(q):
+    """401 with a body unless the request carries credentials, then a shorter 200."""
+    if q.get("_auth"):
+        body = b"ok"
+        yield status_and([f"Content-Length: {len(body)}"]) + body
+    else:
+        body = b"u" * int(q.get("size", "227"))
+        yield status_and(['WWW-Authenticate: Basic realm="hostile"', f"Content-Length: {len(body)}"],
+                         "HTTP/1.1 401 Unauthorized") + body
+
+
+def case_raw(q):
+    data = base64.b64decode(q.get("b64", ""))
+    repeat = int(q.get("repeat", "1"))
+    split = int(q.get("split", "0")) or max(1, len(data))
+    count = 0
+    while data and (repeat == 0 or count < repeat):
+        for i in range(0, len(data), split):
+            yield data[i:i + split]
+        count += 1
+
+
+CASES = {
+    "raw": case_raw,
+    "retry-after": case_retry_after,
+    "endless-headers": case_endless_headers,
+    "endless-header-line": case_endless_header_line,
+    "endless-interim": case_endless_interim,
+    "endless-trailers": case_endless_trailers,
+    "many-trailers": case_many_trailers,
+    "te-gzip": case_te_gzip,
+    "http09": case_http09,
+    "garbage": case_garbage,
+    "status": case_status,
+    "bad-chunk": case_bad_chunk,
+    "content-range": case_content_range,
+    "content-length": case_content_length,
+    "endless-error": case_endless_error,
+    "redirect-body": case_redirect_body,
+    "empty": case_empty,
+    "challenge": case_challenge,
+}
+
+
+def read_head(conn):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(65536)
+        if not piece or len(data) > 1 << 20:
+            return None
+        data += piece
+    return data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+
+
+def serve(conn):
+    with conn:
+        head = read_head(conn)
+        if head is None:
+            return
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ")
+        target = parts[1] if len(parts) > 1 else "/"
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        url = urllib.parse.urlsplit(target)
+        if url.path == "/_/log":
+            with log_lock:
+                body = json.dumps({"requests": log}).encode()
+            conn.sendall(status_and([f"Content-Length: {len(body)}", "Connection: close"]) + body)
+            return
+        with log_lock:
+            log.append({"path": target, "headers": headers})
+        query = dict(urllib.parse.parse_qsl(url.query))
+        if "authorization" in headers:
+            query["_auth"] = "1"
+        name = url.path[len("/case/"):] if url.path.startswith("/case/") else ""
+        case = CASES.get(name)
+        if case is None:
+            body = f"no case {name!r}\n".encode()
+            conn.sendall(status_and([f"Content-Length: {len(body)}"], "HTTP/1.1 404 Not Found") + body)
+            return
+        pace = float(query.get("pace", "0"))
+        sent, started = 0, time.monotonic()
+        try:
+            for piece in case(query):
+                conn.sendall(piece)
+                sent += len(piece)
+                if sent >= SEND_LIMIT or time.monotonic() - started > SEND_SECONDS:
+                    break
+                if pace > 0:
+                    time.sleep(pace)
+            conn.shutdown(socket.SHUT_WR)
+            # Let the client read everything before the close (no reset over unread data).
+            conn.settimeout(5)
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass  # the client closed: what an endless case waits for
+
+
+def main():
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    print(f"PORT {listener.getsockname()[1]}", flush=True)
+    if "--exit-on-stdin-eof" in sys.argv:
+        def watch():
+            sys.stdin.read()
+            os._exit(0)
+        threading.Thread(target=watch, daemon=True).start()
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
