@@ -160,6 +160,38 @@ def test_idle_timeout(server, queue):
     assert info.value.outcome is rq.Outcome.TIMEOUT
 
 
+def test_header_timeout_ends_headers_that_trickle(server, queue):
+    # A header line every 0.1 s, never a blank line: never idle, never complete.
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url("/trickle?where=headers&every=0.1"), header_timeout=0.5)
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+    assert "response headers were not complete 0.5 seconds after" in info.value.message
+
+
+def test_low_speed_limit_ends_a_body_that_trickles(server, queue):
+    # 10 bytes/s of body, under the limit of 1000 bytes/s over 0.5 s.
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url("/trickle?where=body&every=0.1"), low_speed_limit=(1000, 0.5))
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+    assert "less than 1000.0 bytes per second received or sent over 0.5 seconds" in info.value.message
+
+
+def test_slow_server_limits_are_checked_by_the_library():
+    url = "http://127.0.0.1/"
+    for bad in ({"header_timeout": -1}, {"header_timeout": float("nan")}, {"header_timeout": 1e7},
+                {"low_speed_limit": (-1, 5)}, {"low_speed_limit": (1, -5)}, {"low_speed_limit": (1e13, 5)},
+                {"low_speed_limit": (1, float("inf"))}):
+        with pytest.raises(rq.InvalidArgumentError, match=next(iter(bad))):
+            rq.Request(url, **bad)  # type: ignore[arg-type]
+    for wrong in ({"header_timeout": "5"}, {"low_speed_limit": 5}, {"low_speed_limit": (1, 2, 3)},
+                  {"low_speed_limit": ("1", 5)}, {"low_speed_limit": [1, 5]}):
+        with pytest.raises(TypeError):
+            rq.Request(url, **wrong)  # type: ignore[arg-type]
+    # 0 turns each off.
+    rq.Request(url, header_timeout=0, low_speed_limit=(0, 0))
+    rq.Request(url, header_timeout=1e6, low_speed_limit=(1e12, 1e6))
+
+
 def test_invalid_input_raises_at_construction():
     with pytest.raises(rq.InvalidURLError):
         rq.Request("not a url")
