@@ -141,6 +141,29 @@ def test_reset_and_truncated_are_connection_lost(server, queue):
         queue.fetch(server.url("/truncated?n=1000"))
 
 
+def test_a_reply_that_is_not_http_is_bad_response(queue):
+    # A real server on 127.0.0.1 that answers in another protocol (requestqueue.h, "What a server sends").
+    import socket
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: List[bytes] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            seen.append(connection.recv(65536))
+            connection.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with pytest.raises(rq.BadResponseError) as info:
+            queue.fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+    finally:
+        thread.join()
+        listener.close()
+    assert seen and seen[0].startswith(b"GET / HTTP/1.1\r\n")
+    assert info.value.outcome is rq.Outcome.BAD_RESPONSE and info.value.response.status == 0
+
+
 def test_too_many_redirects(server, queue):
     with pytest.raises(rq.TooManyRedirectsError):
         queue.fetch(server.url("/redirect/15"))
