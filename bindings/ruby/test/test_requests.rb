@@ -139,6 +139,36 @@ class TestRequests < Minitest::Test
     assert_instance_of RequestQueue::TimeoutError, response.error
   end
 
+  def test_header_timeout_ends_headers_that_trickle
+    # A header line every 0.1 s, never a blank line: never idle, never complete.
+    response = fetch(url("/trickle?where=headers&every=0.1"), header_timeout: 0.5)
+    assert_instance_of RequestQueue::TimeoutError, response.error
+    assert_includes response.error_message, "response headers were not complete 0.5 seconds after"
+  end
+
+  def test_low_speed_limit_ends_a_body_that_trickles
+    # 10 bytes/s of body, under the limit of 1000 bytes/s over 0.5 s.
+    response = fetch(url("/trickle?where=body&every=0.1"), low_speed_limit: [1000, 0.5])
+    assert_instance_of RequestQueue::TimeoutError, response.error
+    assert_includes response.error_message, "less than 1000.0 bytes per second received or sent over 0.5 seconds"
+  end
+
+  def test_slow_server_limits_are_checked_by_the_library
+    [{ header_timeout: -1 }, { header_timeout: Float::NAN }, { header_timeout: 1e7 },
+     { low_speed_limit: [-1, 5] }, { low_speed_limit: [1, -5] }, { low_speed_limit: [1e13, 5] },
+     { low_speed_limit: [1, Float::INFINITY] }].each do |bad|
+      error = assert_raises(RequestQueue::InvalidArgumentError, bad.inspect) { RequestQueue::Request.new(url("/"), **bad) }
+      assert_includes error.message, bad.keys.first.to_s
+    end
+    [{ header_timeout: "5" }, { low_speed_limit: 5 }, { low_speed_limit: [1, 2, 3] },
+     { low_speed_limit: ["1", 5] }].each do |wrong|
+      assert_raises(TypeError, wrong.inspect) { RequestQueue::Request.new(url("/"), **wrong) }
+    end
+    # 0 turns each off; the largest values allowed pass.
+    RequestQueue::Request.new(url("/"), header_timeout: 0, low_speed_limit: [0, 0])
+    RequestQueue::Request.new(url("/"), header_timeout: 1e6, low_speed_limit: [1e12, 1e6])
+  end
+
   def test_retry_until_success
     key = "k#{rand(1 << 30)}"
     response = fetch(url("/flaky?key=#{key}&fail=2&mode=reset&id=#{key}"), retry: { delay: 0.05 })
