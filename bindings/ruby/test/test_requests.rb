@@ -132,6 +132,25 @@ class TestRequests < Minitest::Test
     assert_equal 0, refused.status
   end
 
+  def test_a_reply_that_is_not_http_is_bad_response
+    # A real server on 127.0.0.1 that answers in another protocol (requestqueue.h, "What a server sends").
+    require "socket"
+    listener = TCPServer.new("127.0.0.1", 0)
+    server = Thread.new do
+      connection = listener.accept
+      received = connection.readpartial(65_536)
+      connection.write("SSH-2.0-OpenSSH_9.2\r\n")
+      connection.close
+      received
+    end
+    response = fetch("http://127.0.0.1:#{listener.addr[1]}/")
+    assert server.value.start_with?("GET / HTTP/1.1\r\n")
+    assert_equal [:bad_response, 0], [response.outcome, response.status]
+    assert_instance_of RequestQueue::BadResponseError, response.error
+  ensure
+    listener&.close
+  end
+
   def test_timeout
     response = fetch(url("/stall?s=30&id=slow"), timeout: 0.3)
     assert response.timed_out?
