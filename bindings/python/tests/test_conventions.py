@@ -110,6 +110,8 @@ MYPY_GOOD = """
 @pytest.mark.parametrize("call, message", [
     ('queue.add("http://127.0.0.1:1/", tiemout=3.0)', 'Unexpected keyword argument "tiemout"'),
     ('queue.fetch("http://127.0.0.1:1/", retry_delay="5")', 'Argument "retry_delay"'),
+    ('queue.fetch("http://127.0.0.1:1/", header_timeout=5.0, low_speed_limit=(1.0, "60"))',
+     'Argument "low_speed_limit"'),
 ])
 def test_mypy_strict_catches_misspelt_options(tmp_path, call, message):
     pytest.importorskip("mypy")  # scripts/test-python installs it

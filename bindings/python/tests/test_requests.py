@@ -141,6 +141,29 @@ def test_reset_and_truncated_are_connection_lost(server, queue):
         queue.fetch(server.url("/truncated?n=1000"))
 
 
+def test_a_reply_that_is_not_http_is_bad_response(queue):
+    # A real server on 127.0.0.1 that answers in another protocol (requestqueue.h, "What a server sends").
+    import socket
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: List[bytes] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            seen.append(connection.recv(65536))
+            connection.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with pytest.raises(rq.BadResponseError) as info:
+            queue.fetch(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+    finally:
+        thread.join()
+        listener.close()
+    assert seen and seen[0].startswith(b"GET / HTTP/1.1\r\n")
+    assert info.value.outcome is rq.Outcome.BAD_RESPONSE and info.value.response.status == 0
+
+
 def test_too_many_redirects(server, queue):
     with pytest.raises(rq.TooManyRedirectsError):
         queue.fetch(server.url("/redirect/15"))
@@ -158,6 +181,38 @@ def test_idle_timeout(server, queue):
     with pytest.raises(rq.RequestTimeoutError) as info:
         queue.fetch(server.url("/stall?s=30"), idle_timeout=1)
     assert info.value.outcome is rq.Outcome.TIMEOUT
+
+
+def test_header_timeout_ends_headers_that_trickle(server, queue):
+    # A header line every 0.1 s, never a blank line: never idle, never complete.
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url("/trickle?where=headers&every=0.1"), header_timeout=0.5)
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+    assert "response headers were not complete 0.5 seconds after" in info.value.message
+
+
+def test_low_speed_limit_ends_a_body_that_trickles(server, queue):
+    # 10 bytes/s of body, under the limit of 1000 bytes/s over 0.5 s.
+    with pytest.raises(rq.RequestTimeoutError) as info:
+        queue.fetch(server.url("/trickle?where=body&every=0.1"), low_speed_limit=(1000, 0.5))
+    assert info.value.outcome is rq.Outcome.TIMEOUT
+    assert "less than 1000.0 bytes per second received or sent over 0.5 seconds" in info.value.message
+
+
+def test_slow_server_limits_are_checked_by_the_library():
+    url = "http://127.0.0.1/"
+    for bad in ({"header_timeout": -1}, {"header_timeout": float("nan")}, {"header_timeout": 1e7},
+                {"low_speed_limit": (-1, 5)}, {"low_speed_limit": (1, -5)}, {"low_speed_limit": (1e13, 5)},
+                {"low_speed_limit": (1, float("inf"))}):
+        with pytest.raises(rq.InvalidArgumentError, match=next(iter(bad))):
+            rq.Request(url, **bad)  # type: ignore[arg-type]
+    for wrong in ({"header_timeout": "5"}, {"low_speed_limit": 5}, {"low_speed_limit": (1, 2, 3)},
+                  {"low_speed_limit": ("1", 5)}, {"low_speed_limit": [1, 5]}):
+        with pytest.raises(TypeError):
+            rq.Request(url, **wrong)  # type: ignore[arg-type]
+    # 0 turns each off.
+    rq.Request(url, header_timeout=0, low_speed_limit=(0, 0))
+    rq.Request(url, header_timeout=1e6, low_speed_limit=(1e12, 1e6))
 
 
 def test_invalid_input_raises_at_construction():

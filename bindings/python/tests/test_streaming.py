@@ -397,7 +397,21 @@ def test_metrics_of_a_request_cancelled_before_it_started(server):
         q.wait()
     m = request.response.metrics
     assert m == rq.Metrics(queued=None, dns=None, connect=None, tls=None, first_byte=None, total=None,
-                           bytes_down=0, bytes_up=0, attempts=0, connection_reused=False)
+                           bytes_down=0, bytes_up=0, attempts=0, connection_reused=False,
+                           wire_bytes_down=0, header_bytes_down=0)
+
+
+def test_metrics_count_wire_and_header_bytes(server, queue):
+    plain = queue.fetch(server.url("/bytes?n=1234")).metrics
+    chunked = queue.fetch(server.url("/bytes?n=1234&chunked=1")).metrics
+    # No coding decoded: the bytes on the wire are the body delivered (chunked framing not counted).
+    assert plain.bytes_down == plain.wire_bytes_down == 1234
+    assert chunked.bytes_down == chunked.wire_bytes_down == 1234
+    direct = queue.fetch(server.url("/redirect/0"))
+    lines = sum(len(name) + len(value) + 4 for name, value in direct.headers.raw)  # "name: value\r\n"
+    assert lines + len("HTTP/1.1 200 \r\n\r\n") <= direct.metrics.header_bytes_down < lines + 100
+    # The headers of the redirects followed count too.
+    assert queue.fetch(server.url("/redirect/2")).metrics.header_bytes_down > 2 * direct.metrics.header_bytes_down
 
 
 def test_metrics_count_attempts_and_the_last_attempts_bytes(server, queue, uid):

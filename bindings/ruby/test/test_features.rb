@@ -203,6 +203,26 @@ class TestFeatures < Minitest::Test
     assert_equal 0, queue.count
   end
 
+  def test_metrics_count_wire_and_header_bytes
+    queue = new_queue
+    responses = {}
+    %w[/bytes?n=1234 /bytes?n=1234&chunked=1 /redirect/0 /redirect/2].each do |path|
+      queue.add(url(path)) { |r| responses[path] = r }
+    end
+    assert queue.run
+    # No coding decoded: the bytes on the wire are the body delivered (chunked framing not counted).
+    %w[/bytes?n=1234 /bytes?n=1234&chunked=1].each do |path|
+      m = responses[path].metrics
+      assert_equal [1234, 1234], [m.bytes_down, m.wire_bytes_down], path
+    end
+    direct = responses["/redirect/0"]
+    lines = direct.header_pairs.sum { |name, value| name.bytesize + value.bytesize + 4 } # "name: value\r\n"
+    assert_operator direct.metrics.header_bytes_down, :>=, lines + "HTTP/1.1 200 \r\n\r\n".bytesize
+    assert_operator direct.metrics.header_bytes_down, :<, lines + 100
+    # The headers of the redirects followed count too.
+    assert_operator responses["/redirect/2"].metrics.header_bytes_down, :>, 2 * direct.metrics.header_bytes_down
+  end
+
   def test_metrics
     queue = new_queue(max_concurrent: 1)
     responses = []

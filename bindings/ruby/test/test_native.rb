@@ -21,6 +21,25 @@ class TestNative < Minitest::Test
     declared.each { |name| assert_respond_to RequestQueue::Native, name }
   end
 
+  # The fields of a struct of the header, in order, comments left out: [[name, C type], ...].
+  def header_struct(name)
+    body = File.read(HEADER)[/typedef struct #{name} \{(.*?)\} #{name};/m, 1]
+    refute_nil body, "struct #{name} not found in the header"
+    body.gsub(%r{/\*.*?\*/}m, "").scan(/^\s*([\w ]+?)\s+(\w+);/).map { |type, field| [field.to_sym, type] }
+  end
+
+  def test_every_struct_layout_has_the_fields_of_the_header
+    ffi_types = { "size_t" => :size_t, "double" => :double, "uint64_t" => :uint64, "unsigned" => :uint, "int" => :int }
+    { "rq_metrics" => RequestQueue::Native::Metrics, "rq_queue_stats" => RequestQueue::Native::QueueStats }.each do |name, struct|
+      fields = header_struct(name)
+      assert_equal fields.map(&:first), struct.members, name
+      layout = struct.new.layout # (the class's `layout` without arguments warns of a redefinition)
+      fields.each do |field, type|
+        assert_equal FFI.find_type(ffi_types.fetch(type)), layout[field].type, "#{name}.#{field}"
+      end
+    end
+  end
+
   def test_waiting_calls_are_attached_blocking
     assert_equal %i[rq_queue_dispatch rq_queue_free rq_queue_wait_idle], RequestQueue::Native::BLOCKING.sort
   end

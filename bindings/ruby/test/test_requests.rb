@@ -132,11 +132,60 @@ class TestRequests < Minitest::Test
     assert_equal 0, refused.status
   end
 
+  def test_a_reply_that_is_not_http_is_bad_response
+    # A real server on 127.0.0.1 that answers in another protocol (requestqueue.h, "What a server sends").
+    require "socket"
+    listener = TCPServer.new("127.0.0.1", 0)
+    server = Thread.new do
+      connection = listener.accept
+      received = connection.readpartial(65_536)
+      connection.write("SSH-2.0-OpenSSH_9.2\r\n")
+      connection.close
+      received
+    end
+    response = fetch("http://127.0.0.1:#{listener.addr[1]}/")
+    assert server.value.start_with?("GET / HTTP/1.1\r\n")
+    assert_equal [:bad_response, 0], [response.outcome, response.status]
+    assert_instance_of RequestQueue::BadResponseError, response.error
+  ensure
+    listener&.close
+  end
+
   def test_timeout
     response = fetch(url("/stall?s=30&id=slow"), timeout: 0.3)
     assert response.timed_out?
     assert_equal :timeout, response.outcome
     assert_instance_of RequestQueue::TimeoutError, response.error
+  end
+
+  def test_header_timeout_ends_headers_that_trickle
+    # A header line every 0.1 s, never a blank line: never idle, never complete.
+    response = fetch(url("/trickle?where=headers&every=0.1"), header_timeout: 0.5)
+    assert_instance_of RequestQueue::TimeoutError, response.error
+    assert_includes response.error_message, "response headers were not complete 0.5 seconds after"
+  end
+
+  def test_low_speed_limit_ends_a_body_that_trickles
+    # 10 bytes/s of body, under the limit of 1000 bytes/s over 0.5 s.
+    response = fetch(url("/trickle?where=body&every=0.1"), low_speed_limit: [1000, 0.5])
+    assert_instance_of RequestQueue::TimeoutError, response.error
+    assert_includes response.error_message, "less than 1000.0 bytes per second received or sent over 0.5 seconds"
+  end
+
+  def test_slow_server_limits_are_checked_by_the_library
+    [{ header_timeout: -1 }, { header_timeout: Float::NAN }, { header_timeout: 1e7 },
+     { low_speed_limit: [-1, 5] }, { low_speed_limit: [1, -5] }, { low_speed_limit: [1e13, 5] },
+     { low_speed_limit: [1, Float::INFINITY] }].each do |bad|
+      error = assert_raises(RequestQueue::InvalidArgumentError, bad.inspect) { RequestQueue::Request.new(url("/"), **bad) }
+      assert_includes error.message, bad.keys.first.to_s
+    end
+    [{ header_timeout: "5" }, { low_speed_limit: 5 }, { low_speed_limit: [1, 2, 3] },
+     { low_speed_limit: ["1", 5] }].each do |wrong|
+      assert_raises(TypeError, wrong.inspect) { RequestQueue::Request.new(url("/"), **wrong) }
+    end
+    # 0 turns each off; the largest values allowed pass.
+    RequestQueue::Request.new(url("/"), header_timeout: 0, low_speed_limit: [0, 0])
+    RequestQueue::Request.new(url("/"), header_timeout: 1e6, low_speed_limit: [1e12, 1e6])
   end
 
   def test_retry_until_success

@@ -410,6 +410,8 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
         "bytes_up": out.bytes_up,
         "attempts": out.attempts,
         "connection_reused": bool(out.connection_reused),
+        "wire_bytes_down": out.wire_bytes_down,
+        "header_bytes_down": out.header_bytes_down,
     })
 
 
@@ -723,6 +725,8 @@ class Request:
         timeout: Optional[float] = None,
         connect_timeout: Optional[float] = None,
         idle_timeout: Optional[float] = None,
+        header_timeout: Optional[float] = None,
+        low_speed_limit: Optional[Tuple[float, float]] = None,
         auth: Optional[Tuple[str, str]] = None,
         retry: bool = False,
         retry_delay: Optional[float] = None,
@@ -805,13 +809,21 @@ class Request:
             self.body = content
 
         if timeout is not None or connect_timeout is not None or idle_timeout is not None \
-                or retry_delay is not None:
+                or header_timeout is not None or retry_delay is not None:
             for setter, value, name in ((lib.rq_request_set_timeout, timeout, "timeout"),
                                         (lib.rq_request_set_connect_timeout, connect_timeout, "connect_timeout"),
                                         (lib.rq_request_set_idle_timeout, idle_timeout, "idle_timeout"),
+                                        (lib.rq_request_set_header_timeout, header_timeout, "header_timeout"),
                                         (lib.rq_request_set_retry_delay, retry_delay, "retry_delay")):
                 if value is not None:
                     self._call(setter, self._seconds(value, name), what=f"{name}={value!r}")
+        if low_speed_limit is not None:
+            if not (isinstance(low_speed_limit, tuple) and len(low_speed_limit) == 2):
+                raise TypeError("low_speed_limit must be a (bytes_per_second, seconds) tuple")
+            rate = self._number(low_speed_limit[0], "low_speed_limit bytes_per_second")
+            window = self._seconds(low_speed_limit[1], "low_speed_limit seconds")
+            self._call(lib.rq_request_set_low_speed_limit, rate, window,
+                       what=f"low_speed_limit={low_speed_limit!r}")
         if auth is not None:
             if not (isinstance(auth, tuple) and len(auth) == 2):
                 raise TypeError("auth must be a (user, password) tuple")

@@ -353,7 +353,10 @@ class TooManyRedirectsError(NetworkError):
 
 
 class BadResponseError(NetworkError):
-    """The server's reply was not valid HTTP (RQ_OUTCOME_BAD_RESPONSE)."""
+    """The server's reply was not valid HTTP or broke a rule the library enforces
+    (RQ_OUTCOME_BAD_RESPONSE): not HTTP at all (HTTP/0.9, garbage, a status outside 100 to 599),
+    invalid chunked framing or Content-Length, a transfer coding not asked for, headers over their
+    budget (256 KiB, 10000 lines), a Content-Range that does not continue a resumed file."""
 
     outcome_code = 9
 

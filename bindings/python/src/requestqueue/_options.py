@@ -28,6 +28,8 @@ class RequestOptions(TypedDict, total=False):
     timeout: Optional[float]
     connect_timeout: Optional[float]
     idle_timeout: Optional[float]
+    header_timeout: Optional[float]
+    low_speed_limit: Optional[Tuple[float, float]]
     auth: Optional[Tuple[str, str]]
     retry: bool
     retry_delay: Optional[float]

@@ -303,7 +303,8 @@ class Metrics:
     first_byte: Optional[float]
     #: End of the attempt.
     total: Optional[float]
-    #: Body bytes received by the last attempt (of a resumed download: this transfer's bytes only).
+    #: Body bytes received by the last attempt, as delivered (of a resumed download: this transfer's
+    #: bytes only).
     bytes_down: int
     #: Body bytes sent by the last attempt.
     bytes_up: int
@@ -311,6 +312,12 @@ class Metrics:
     attempts: int
     #: True when the last attempt used a connection kept open by an earlier request.
     connection_reused: bool
+    #: The body of the last response as it came from the server (chunked framing not counted),
+    #: before any decoding of libcurl's own; equal to ``bytes_down`` unless a coding was decoded.
+    wire_bytes_down: int
+    #: Bytes of the status and header lines of every response of the last attempt (redirects and
+    #: 1xx included), as received.
+    header_bytes_down: int
 
 
 @dataclass(frozen=True)

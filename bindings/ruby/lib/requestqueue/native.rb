@@ -105,7 +105,8 @@ module RequestQueue
              :queued, :double, :dns, :double, :connect, :double, :tls, :double,
              :first_byte, :double, :total, :double,
              :bytes_down, :uint64, :bytes_up, :uint64,
-             :attempts, :uint, :connection_reused, :int
+             :attempts, :uint, :connection_reused, :int,
+             :wire_bytes_down, :uint64, :header_bytes_down, :uint64
     end
 
     # ---- The attach_function table ---------------------------------------------------------
@@ -162,6 +163,8 @@ module RequestQueue
       [:rq_request_set_timeout, %i[pointer double], :int, false],
       [:rq_request_set_connect_timeout, %i[pointer double], :int, false],
       [:rq_request_set_idle_timeout, %i[pointer double], :int, false],
+      [:rq_request_set_header_timeout, %i[pointer double], :int, false],
+      [:rq_request_set_low_speed_limit, %i[pointer double double], :int, false],
       [:rq_request_set_credentials, %i[pointer string string], :int, false],
       [:rq_request_set_max_redirects, %i[pointer uint], :int, false],
       [:rq_request_set_max_response_size, %i[pointer uint64], :int, false],

@@ -24,6 +24,12 @@ module RequestQueue
   #   timeout:          total seconds per attempt (0 = no limit, the default)
   #   connect_timeout:  seconds to connect (default 30)
   #   idle_timeout:     seconds without a byte before giving up (default 60, 0 = off)
+  #   header_timeout:   seconds after the request was sent for the response headers to be
+  #                     complete (default: the idle timeout, 0 = off)
+  #   low_speed_limit:  [bytes_per_second, seconds]: fewer bytes per second than that, averaged
+  #                     over that window, give up (default [1, the idle timeout]; 0 in either
+  #                     = off). The last two follow idle_timeout: unless given. Every limit ends
+  #                     the attempt with a TimeoutError whose message names it
   #   credentials:      [user, password] sent as Basic auth with the first attempt
   #   max_redirects:    redirects followed (default 10; 0 delivers the 3xx response itself)
   #   max_response_size: bytes; a larger body ends the attempt with :response_too_large
@@ -43,7 +49,8 @@ module RequestQueue
   #   on_complete, on_download_progress, on_upload_progress, on_auth, on_body:  callables, as
   #                     the block methods of the same names
   class Request
-    OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout credentials retry
+    OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout header_timeout
+                 low_speed_limit credentials retry
                  max_redirects max_response_size ca_file priority tag output_file resume
                  on_complete on_download_progress on_upload_progress on_auth on_body].freeze
     CALLBACKS = %i[on_complete on_download_progress on_upload_progress on_auth on_body].freeze
@@ -74,6 +81,8 @@ module RequestQueue
       set_seconds(:rq_request_set_timeout, :timeout, options[:timeout])
       set_seconds(:rq_request_set_connect_timeout, :connect_timeout, options[:connect_timeout])
       set_seconds(:rq_request_set_idle_timeout, :idle_timeout, options[:idle_timeout])
+      set_seconds(:rq_request_set_header_timeout, :header_timeout, options[:header_timeout])
+      set_low_speed_limit(options[:low_speed_limit]) unless options[:low_speed_limit].nil?
       set_credentials(options[:credentials]) if options[:credentials]
       set_count(:rq_request_set_max_redirects, :max_redirects, options[:max_redirects], 0xFFFF_FFFF)
       set_count(:rq_request_set_max_response_size, :max_response_size, options[:max_response_size], 2**64 - 1)
@@ -276,6 +285,16 @@ module RequestQueue
       raise TypeError, "#{name} must be a number of seconds, not #{value.class}" unless value.is_a?(Numeric)
 
       RequestQueue.check(Native.public_send(function, @pointer, value.to_f), "#{name} #{value.inspect}")
+    end
+
+    def set_low_speed_limit(value)
+      unless value.is_a?(Array) && value.size == 2 && value.all?(Numeric)
+        raise TypeError, "low_speed_limit must be [bytes_per_second, seconds], not #{value.inspect}"
+      end
+
+      rate, seconds = value
+      RequestQueue.check(Native.rq_request_set_low_speed_limit(@pointer, rate.to_f, seconds.to_f),
+                         "low_speed_limit #{value.inspect}")
     end
 
     def set_count(function, name, value, max)

@@ -22,10 +22,14 @@ module RequestQueue
     # Figures of the request (rq_metrics). Times in seconds, nil where they do not apply (no
     # attempt started, no TLS, step not reached): queued (waiting in the queue), then from the
     # start of the last attempt dns, connect, tls, first_byte and total; bytes_down and bytes_up
-    # of the last attempt; attempts; connection_reused (true when the last attempt reused a
-    # connection opened by an earlier request).
+    # (body bytes of the last attempt, as delivered); attempts; connection_reused (true when the
+    # last attempt reused a connection opened by an earlier request); wire_bytes_down (the body as
+    # it came from the server, chunked framing not counted: equal to bytes_down, since no coding
+    # is decoded); header_bytes_down (status and header lines of every response of the last
+    # attempt, redirects included).
     Metrics = Struct.new(:queued, :dns, :connect, :tls, :first_byte, :total, :bytes_down, :bytes_up,
-                         :attempts, :connection_reused, keyword_init: true)
+                         :attempts, :connection_reused, :wire_bytes_down, :header_bytes_down,
+                         keyword_init: true)
 
     attr_reader :outcome, :status, :body, :headers, :header_pairs, :url, :error_message, :attempts, :request, :metrics
 
@@ -63,7 +67,8 @@ module RequestQueue
       Metrics.new(queued: time[:queued], dns: time[:dns], connect: time[:connect], tls: time[:tls],
                   first_byte: time[:first_byte], total: time[:total],
                   bytes_down: raw[:bytes_down], bytes_up: raw[:bytes_up], attempts: raw[:attempts],
-                  connection_reused: raw[:connection_reused] != 0).freeze
+                  connection_reused: raw[:connection_reused] != 0,
+                  wire_bytes_down: raw[:wire_bytes_down], header_bytes_down: raw[:header_bytes_down]).freeze
     end
 
     # UTF-8 when the bytes are valid UTF-8, binary otherwise.
