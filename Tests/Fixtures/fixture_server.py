@@ -27,6 +27,8 @@ id=..., group=...):
                                    past the end); without ranges=1 a Range header is ignored;
                                    ranges=wrong answers 206 from byte 0 whatever was asked
   /delay?s=S                       "ok" after S s (default 1)
+  /text?s=TEXT&charset=CS          TEXT encoded in CS, "Content-Type: text/plain; charset=CS";
+                                   without charset: UTF-8, "Content-Type: text/plain"
   /status/CODE?retry_after=V       "status CODE", X-Status header
   /basic-auth/USER/PASS            200 JSON or 401 + WWW-Authenticate
   /redirect/N                      302 -> /redirect/N-1 (query kept); /redirect/0 -> "redirected"
@@ -436,6 +438,10 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/delay":
             time.sleep(self.q("s", 1.0, float))
             self.send(200, "ok")
+        elif path == "/text":
+            charset = self.q("charset")
+            self.send(200, self.q("s", "").encode(charset or "utf-8"),
+                      f"text/plain; charset={charset}" if charset else "text/plain")
         elif name == "status" and len(args) == 1:
             code = int(args[0])
             headers = [("X-Status", code)]

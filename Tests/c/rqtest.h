@@ -1,5 +1,6 @@
 /*
- * rqtest.h: small helpers shared by the C tests (header-only; each test is one program).
+ * rqtest.h: small helpers shared by the C tests of Tests/c and Tests/reliability (header-only; each
+ * test is one program). Tests/reliability/rel.h adds what only the reliability programs use.
  *
  * A failed check prints file:line and a message to stderr and ends the process with status 1 at
  * once (_exit, so that a failure on a library thread cannot hang in exit handlers).
@@ -86,18 +87,46 @@ RQT_UNUSED static const char *rqt_base_url(int argc, char **argv) {
 }
 
 /* A new string: base followed by the formatted path. Never NULL. */
-RQT_PRINTF(2, 3) RQT_UNUSED static char *rqt_url(const char *base, const char *fmt, ...) {
+RQT_PRINTF(2, 0) RQT_UNUSED static char *rqt_vurl(const char *base, const char *fmt, va_list ap) {
     char path[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(path, sizeof path, fmt, ap);
-    va_end(ap);
     size_t size = strlen(base) + strlen(path) + 1;
     char *url = malloc(size);
     if (!url)
         FAIL("out of memory");
     snprintf(url, size, "%s%s", base, path);
     return url;
+}
+
+RQT_PRINTF(2, 3) RQT_UNUSED static char *rqt_url(const char *base, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *url = rqt_vurl(base, fmt, ap);
+    va_end(ap);
+    return url;
+}
+
+/* A new string: prefix followed by n times c. Never NULL. */
+RQT_UNUSED static char *rqt_repeat(char c, size_t n, const char *prefix) {
+    size_t p = strlen(prefix);
+    char *s = malloc(p + n + 1);
+    if (!s)
+        FAIL("out of memory");
+    memcpy(s, prefix, p);
+    memset(s + p, c, n);
+    s[p + n] = '\0';
+    return s;
+}
+
+/* The fixture's /bytes pattern, repeated from offset 0. */
+RQT_UNUSED static const char RQT_PATTERN[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+/* 1 when body[0..size) is the fixture's /bytes pattern from offset 0. */
+RQT_UNUSED static int rqt_is_pattern(const uint8_t *body, size_t size) {
+    for (size_t i = 0; i < size; i++)
+        if (body[i] != (uint8_t)RQT_PATTERN[i % (sizeof RQT_PATTERN - 1)])
+            return 0;
+    return 1;
 }
 
 RQT_UNUSED static double rqt_now(void) {
@@ -130,51 +159,73 @@ RQT_UNUSED static void rqt_sleep(double seconds) {
         }                                                                                          \
     } while (0)
 
-/* ---- a synchronous GET through the library itself (used to read the fixture's log) ---------- */
+/* ---- one request, synchronously, on a private threaded queue --------------------------------- */
 
-struct rqt_get_result {
+struct rqt_result {
+    int done;
     int status;
     rq_outcome outcome;
-    char *body; /* NUL-terminated copy */
+    unsigned attempts;
+    size_t size;
+    char *body;        /* NUL-terminated copy, free it */
+    char message[512];
+    char url[1024];
 };
 
-RQT_UNUSED static void rqt_get_done(void *context, rq_request *request, const rq_response *response) {
-    struct rqt_get_result *result = context;
+/* A completion callback that fills the struct rqt_result given as context. */
+RQT_UNUSED static void rqt_result_done(void *context, rq_request *request, const rq_response *response) {
+    struct rqt_result *r = context;
     size_t size = 0;
     const uint8_t *body = rq_response_body(response, &size);
     (void)request;
-    result->status = rq_response_status(response);
-    result->outcome = rq_response_outcome(response);
-    result->body = malloc(size + 1);
-    if (!result->body)
+    r->status = rq_response_status(response);
+    r->outcome = rq_response_outcome(response);
+    r->attempts = rq_response_attempts(response);
+    r->size = size;
+    r->body = malloc(size + 1);
+    if (!r->body)
         FAIL("out of memory");
-    memcpy(result->body, body, size);
-    result->body[size] = '\0';
+    memcpy(r->body, body, size);
+    r->body[size] = '\0';
+    snprintf(r->message, sizeof r->message, "%s", rq_response_error_message(response));
+    snprintf(r->url, sizeof r->url, "%s", rq_response_url(response));
+    r->done++;
 }
 
-/* GETs base+path on a private threaded queue and returns the body (free it). Fails the test unless
- * the answer is a 200. */
-RQT_PRINTF(2, 3) RQT_UNUSED static char *rqt_get(const char *base, const char *fmt, ...) {
-    char path[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(path, sizeof path, fmt, ap);
-    va_end(ap);
-    char *url = rqt_url(base, "%s", path);
-    struct rqt_get_result result = {0, RQ_OUTCOME_TRANSPORT, NULL};
+typedef void (*rqt_configure_fn)(rq_request *request, const void *arg);
+
+/* Runs `url` (configured by `configure` unless NULL) to its completion and returns what came back.
+ * Fails the test if the request is not accepted or does not complete exactly once. */
+RQT_UNUSED static struct rqt_result rqt_run(const char *url, rqt_configure_fn configure, const void *arg) {
+    struct rqt_result r;
+    memset(&r, 0, sizeof r);
     rq_queue *queue;
     rq_request *request;
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &queue));
     CHECK_OK(rq_request_new(url, &request));
-    CHECK_OK(rq_request_set_completion(request, rqt_get_done, &result, NULL));
+    CHECK_OK(rq_request_set_completion(request, rqt_result_done, &r, NULL));
+    if (configure)
+        configure(request, arg);
     CHECK_OK(rq_add(queue, request));
     CHECK_OK(rq_request_free(request));
     CHECK_OK(rq_queue_wait_idle(queue, WATCHDOG_SECONDS));
     CHECK_OK(rq_queue_free(queue));
-    CHECK(result.body != NULL && result.status == 200 && result.outcome == RQ_OUTCOME_OK,
-          "GET %s: status %d, outcome %s", url, result.status, rq_outcome_str((int)result.outcome));
+    CHECK(r.done == 1, "%s: %d completions", url, r.done);
+    return r;
+}
+
+/* GETs base+path (used to read the fixture's log) and returns the body (free it). Fails the test
+ * unless the answer is a 200. */
+RQT_PRINTF(2, 3) RQT_UNUSED static char *rqt_get(const char *base, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *url = rqt_vurl(base, fmt, ap);
+    va_end(ap);
+    struct rqt_result r = rqt_run(url, NULL, NULL);
+    CHECK(r.status == 200 && r.outcome == RQ_OUTCOME_OK, "GET %s: status %d, outcome %s", url, r.status,
+          rq_outcome_str((int)r.outcome));
     free(url);
-    return result.body;
+    return r.body;
 }
 
 /* ---- reading the fixture's JSON log (json.dumps format: `"key": value`) ----------------------- */

@@ -55,17 +55,6 @@ static void check_header(const char *name, const char *value, rq_result expected
     CHECK_OK(rq_request_free(request));
 }
 
-static char *repeat(char c, size_t n, const char *prefix) {
-    size_t p = strlen(prefix);
-    char *s = malloc(p + n + 1);
-    if (!s)
-        FAIL("out of memory");
-    memcpy(s, prefix, p);
-    memset(s + p, c, n);
-    s[p + n] = '\0';
-    return s;
-}
-
 static void test_null_arguments(void) {
     rq_queue *queue = NULL;
     rq_request *request = new_request();
@@ -277,8 +266,8 @@ static void test_urls(void) {
 
     /* At most 65536 bytes. */
     const char *prefix = "http://example.com/";
-    char *longest = repeat('a', 65536 - strlen(prefix), prefix);
-    char *too_long = repeat('a', 65536 - strlen(prefix) + 1, prefix);
+    char *longest = rqt_repeat('a', 65536 - strlen(prefix), prefix);
+    char *too_long = rqt_repeat('a', 65536 - strlen(prefix) + 1, prefix);
     check_url(longest, RQ_OK, "of exactly 65536 bytes");
     check_url(too_long, RQ_ERR_INVALID_URL, "of 65537 bytes");
     free(longest);
@@ -297,7 +286,7 @@ static void test_methods_and_headers(void) {
     check_method("G(ET", RQ_ERR_INVALID_METHOD, "with a parenthesis");
     check_method("GET:", RQ_ERR_INVALID_METHOD, "with a colon");
     check_method("G\xc3\x89T", RQ_ERR_INVALID_METHOD, "non-ASCII");
-    char *m64 = repeat('M', 64, ""), *m65 = repeat('M', 65, "");
+    char *m64 = rqt_repeat('M', 64, ""), *m65 = rqt_repeat('M', 65, "");
     check_method(m64, RQ_OK, "of 64 bytes");
     check_method(m65, RQ_ERR_INVALID_METHOD, "of 65 bytes");
     free(m64);
@@ -312,8 +301,8 @@ static void test_methods_and_headers(void) {
     check_header("X-A", "one\rtwo", RQ_ERR_INVALID_HEADER, "CR in value");
     check_header("X-A", "one\ntwo", RQ_ERR_INVALID_HEADER, "LF in value");
     check_header("X-A", "v\r\nX-Injected: 1", RQ_ERR_INVALID_HEADER, "CR LF in value");
-    char *n256 = repeat('n', 256, ""), *n257 = repeat('n', 257, "");
-    char *v65536 = repeat('v', 65536, ""), *v65537 = repeat('v', 65537, "");
+    char *n256 = rqt_repeat('n', 256, ""), *n257 = rqt_repeat('n', 257, "");
+    char *v65536 = rqt_repeat('v', 65536, ""), *v65537 = rqt_repeat('v', 65537, "");
     check_header(n256, "v", RQ_OK, "name of 256 bytes");
     check_header(n257, "v", RQ_ERR_INVALID_HEADER, "name of 257 bytes");
     check_header("X-A", v65536, RQ_OK, "value of 65536 bytes");

@@ -24,16 +24,6 @@ static pthread_t main_thread;
 static atomic_int callbacks_running;
 static atomic_int callbacks_overlapped;
 
-static const char PATTERN[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-
-/* 1 when body[0..size) is the fixture's /bytes pattern. */
-static int is_pattern(const uint8_t *body, size_t size) {
-    for (size_t i = 0; i < size; i++)
-        if (body[i] != (uint8_t)PATTERN[i % (sizeof PATTERN - 1)])
-            return 0;
-    return 1;
-}
-
 struct item {
     /* what to fetch and what must come back */
     const char *path;
@@ -64,7 +54,7 @@ static void record(struct item *it, const rq_response *response) {
     it->outcome = rq_response_outcome(response);
     it->size = size;
     it->body_ok = it->want_body ? size == strlen(it->want_body) && memcmp(body, it->want_body, size) == 0
-                                : is_pattern(body, size);
+                                : rqt_is_pattern(body, size);
     it->attempts = rq_response_attempts(response);
     CHECK(rq_response_error_message(response) != NULL, "%s: NULL error message", it->id);
     CHECK(rq_response_url(response) != NULL, "%s: NULL URL", it->id);
@@ -476,7 +466,7 @@ static void test_retained_response(void) {
     size_t size = 0;
     const uint8_t *body = rq_response_body(response, &size);
     const char *kept = rq_response_header(response, "x-kept");
-    CHECK(rq_response_status(response) == 200 && size == 40 && is_pattern(body, size),
+    CHECK(rq_response_status(response) == 200 && size == 40 && rqt_is_pattern(body, size),
           "retained response: status %d, %zu bytes", rq_response_status(response), size);
     CHECK(kept != NULL && strcmp(kept, "yes") == 0, "retained response: header %s", kept ? kept : "(none)");
     CHECK(strcmp(rq_response_url(response), url) == 0, "retained response: url %s", rq_response_url(response));

@@ -103,17 +103,6 @@ static void row_cond(const char *function, const char *call_text, enum row_kind 
 
 /* ---- inputs -------------------------------------------------------------------------------- */
 
-static char *repeat(char c, size_t n, const char *prefix) {
-    size_t p = strlen(prefix);
-    char *s = malloc(p + n + 1);
-    if (!s)
-        FAIL("out of memory");
-    memcpy(s, prefix, p);
-    memset(s + p, c, n);
-    s[p + n] = '\0';
-    return s;
-}
-
 static const char *base;
 static const char *tmpdir;
 
@@ -1318,15 +1307,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s --header include/requestqueue.h --tmp DIR [--markdown FILE] BASE_URL\n", argv[0]);
         return 2;
     }
-    huge_url = repeat('a', 65537 - strlen("http://127.0.0.1/"), "http://127.0.0.1/");
-    max_url = repeat('a', 65536 - strlen("http://127.0.0.1/"), "http://127.0.0.1/");
-    huge_method = repeat('M', 65, "");
-    max_method = repeat('M', 64, "");
-    huge_name = repeat('n', 257, "");
-    max_name = repeat('n', 256, "");
-    huge_value = repeat('v', 65537, "");
-    max_value = repeat('v', 65536, "");
-    huge_string = repeat('a', 1 << 20, "");
+    huge_url = rqt_repeat('a', 65537 - strlen("http://127.0.0.1/"), "http://127.0.0.1/");
+    max_url = rqt_repeat('a', 65536 - strlen("http://127.0.0.1/"), "http://127.0.0.1/");
+    huge_method = rqt_repeat('M', 65, "");
+    max_method = rqt_repeat('M', 64, "");
+    huge_name = rqt_repeat('n', 257, "");
+    max_name = rqt_repeat('n', 256, "");
+    huge_value = rqt_repeat('v', 65537, "");
+    max_value = rqt_repeat('v', 65536, "");
+    huge_string = rqt_repeat('a', 1 << 20, "");
     heap_block = calloc(1, 256);
     CHECK(heap_block != NULL, "out of memory");
     load_header(header);

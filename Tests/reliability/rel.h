@@ -1,6 +1,6 @@
 /*
- * rel.h: helpers shared by the reliability programs (header-only), on top of Tests/c/rqtest.h
- * (CHECK, CHECK_RC, FAIL, WAIT_FOR, rqt_url, rqt_log_count_id, ...).
+ * rel.h: what only the reliability programs use, on top of Tests/c/rqtest.h (CHECK, CHECK_RC, FAIL,
+ * WAIT_FOR, rqt_url, rqt_run, rqt_is_pattern, rqt_log_count_id, ...), which it includes.
  */
 #ifndef REL_H
 #define REL_H
@@ -10,17 +10,13 @@
 #include <dirent.h>
 #include <pthread.h>
 
-/* ---- the fixture's /bytes pattern ------------------------------------------------------------ */
-
-static const char REL_PATTERN[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-
-/* 1 when body[0..size) is the fixture's /bytes pattern from offset 0. */
-RQT_UNUSED static int rel_is_pattern(const uint8_t *body, size_t size) {
-    for (size_t i = 0; i < size; i++)
-        if (body[i] != (uint8_t)REL_PATTERN[i % (sizeof REL_PATTERN - 1)])
-            return 0;
-    return 1;
-}
+/* The reliability programs' names for helpers that rqtest.h holds. */
+#define REL_PATTERN RQT_PATTERN
+#define rel_is_pattern rqt_is_pattern
+#define rel_result rqt_result
+#define rel_result_done rqt_result_done
+#define rel_configure_fn rqt_configure_fn
+#define rel_run rqt_run
 
 /* ---- a small PRNG per thread (xorshift64*) --------------------------------------------------- */
 
@@ -61,72 +57,22 @@ RQT_UNUSED static int rel_count_dir(const char *path, int minus_own_fd) {
 RQT_UNUSED static int rel_open_fds(void) { return rel_count_dir("/proc/self/fd", 1); }
 RQT_UNUSED static int rel_threads(void) { return rel_count_dir("/proc/self/task", 0); }
 
-/* Resident memory in KiB (VmRSS), or -1. */
-RQT_UNUSED static long rel_rss_kib(void) {
+/* A size in KiB from /proc/self/status (`field` is "VmRSS", "VmSize", ...), or -1 when absent. */
+RQT_UNUSED static long rel_status_kib(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
+    size_t n = strlen(field);
     long kib = -1;
     if (!f)
-        return -1;
+        FAIL("cannot open /proc/self/status: %s", strerror(errno));
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            kib = strtol(line + n + 1, NULL, 10);
     fclose(f);
     return kib;
 }
 
-/* ---- one request, synchronously, on a private threaded queue ---------------------------------- */
-
-struct rel_result {
-    int done;
-    int status;
-    rq_outcome outcome;
-    unsigned attempts;
-    size_t size;
-    char *body;        /* NUL-terminated copy, free it */
-    char message[512];
-    char url[1024];
-};
-
-RQT_UNUSED static void rel_result_done(void *context, rq_request *request, const rq_response *response) {
-    struct rel_result *r = context;
-    size_t size = 0;
-    const uint8_t *body = rq_response_body(response, &size);
-    (void)request;
-    r->status = rq_response_status(response);
-    r->outcome = rq_response_outcome(response);
-    r->attempts = rq_response_attempts(response);
-    r->size = size;
-    r->body = malloc(size + 1);
-    if (!r->body)
-        FAIL("out of memory");
-    memcpy(r->body, body, size);
-    r->body[size] = '\0';
-    snprintf(r->message, sizeof r->message, "%s", rq_response_error_message(response));
-    snprintf(r->url, sizeof r->url, "%s", rq_response_url(response));
-    r->done++;
-}
-
-typedef void (*rel_configure_fn)(rq_request *request, const void *arg);
-
-/* Runs `url` (configured by `configure` unless NULL) to its completion and returns what came back.
- * Fails the test if the request is not accepted or does not complete exactly once. */
-RQT_UNUSED static struct rel_result rel_run(const char *url, rel_configure_fn configure, const void *arg) {
-    struct rel_result r;
-    memset(&r, 0, sizeof r);
-    rq_queue *queue;
-    rq_request *request;
-    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &queue));
-    CHECK_OK(rq_request_new(url, &request));
-    CHECK_OK(rq_request_set_completion(request, rel_result_done, &r, NULL));
-    if (configure)
-        configure(request, arg);
-    CHECK_OK(rq_add(queue, request));
-    CHECK_OK(rq_request_free(request));
-    CHECK_OK(rq_queue_wait_idle(queue, WATCHDOG_SECONDS));
-    CHECK_OK(rq_queue_free(queue));
-    CHECK(r.done == 1, "%s: %d completions", url, r.done);
-    return r;
-}
+/* Resident memory in KiB (VmRSS), or -1. */
+RQT_UNUSED static long rel_rss_kib(void) { return rel_status_kib("VmRSS"); }
 
 #endif

@@ -311,18 +311,6 @@ static void descriptors_child(const char *base) {
 
 /* ---- memory (child) ------------------------------------------------------------------------- */
 
-static long vm_size_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    CHECK(f != NULL, "/proc/self/status");
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmSize:", 7) == 0)
-            kib = strtol(line + 7, NULL, 10);
-    fclose(f);
-    return kib;
-}
-
 static void memory_child(const char *base) {
     enum { BIG = 32 };
     rq_queue *q;
@@ -334,7 +322,7 @@ static void memory_child(const char *base) {
     CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
     /* 16 MiB of address space left: 32 bodies of 8 MiB at once, each response kept (with what it
      * received) until the end, as a host holding on to its data does; then one of 512 MiB. */
-    rlim_t room = (rlim_t)vm_size_kib() * 1024 + (rlim_t)16 * 1024 * 1024;
+    rlim_t room = (rlim_t)rel_status_kib("VmSize") * 1024 + (rlim_t)16 * 1024 * 1024;
     struct rlimit limit = {room, room};
     CHECK(setrlimit(RLIMIT_AS, &limit) == 0, "setrlimit(RLIMIT_AS): %s", strerror(errno));
     for (int i = 0; i < BIG; i++) {

@@ -7,12 +7,13 @@
 # line of standard output is the path of the rqfetch program.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$root/scripts/lib.sh"
 
 say() { printf '%s\n' "$*" >&2; }
 
 # The packages missing among "<command>:<package>" or "dpkg:<package>" pairs.
 missing=()
-for pair in cc:gcc python3:python3 dpkg:libcurl4-openssl-dev "$@"; do
+for pair in cc:gcc cc:libc6-dev python3:python3 dpkg:libcurl4-openssl-dev "$@"; do
     what=${pair%%:*} pkg=${pair#*:}
     if [ "$what" = dpkg ]; then
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -22,23 +23,10 @@ for pair in cc:gcc python3:python3 dpkg:libcurl4-openssl-dev "$@"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     say "rqfetch: installing ${missing[*]} (apt-get)"
-    sudo=()
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    export DEBIAN_FRONTEND=noninteractive
-    if ! "${sudo[@]}" apt-get install -y "${missing[@]}" >&2; then
-        "${sudo[@]}" apt-get update >&2
-        "${sudo[@]}" apt-get install -y "${missing[@]}" >&2
-    fi
+    apt_install "${missing[@]}"
 fi
 
-if ! command -v swift >/dev/null 2>&1; then
-    if [ -x /opt/swift/usr/bin/swift ]; then
-        export PATH="$PATH:/opt/swift/usr/bin"
-    else
-        say "rqfetch: Swift is needed to build librequestqueue; put the toolchain's usr/bin on PATH"
-        exit 1
-    fi
-fi
+use_swift_toolchain
 
 say "rqfetch: building librequestqueue (scripts/build-lib release)"
 libdir=$("$root/scripts/build-lib" release | tail -n 1)

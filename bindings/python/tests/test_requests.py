@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from typing import List
+from urllib.parse import urlencode
 
 import pytest
 
@@ -104,8 +105,17 @@ def test_head_fetches_no_body(server, queue):
 
 
 def test_response_text_uses_charset(server, queue):
-    response = queue.fetch(server.url("/status/200"))
-    assert response.text == "status 200"
+    # Cyrillic in cp1251: bytes above 0x7f that are not UTF-8, so only the charset of Content-Type
+    # gives the text back.
+    text = "Привет, мир"
+    response = queue.fetch(server.url("/text?" + urlencode({"s": text, "charset": "cp1251"})))
+    assert response.headers["content-type"] == "text/plain; charset=cp1251"
+    assert response.body == text.encode("cp1251")
+    assert response.encoding == "cp1251" and response.text == text
+    # No charset: UTF-8.
+    response = queue.fetch(server.url("/text?" + urlencode({"s": "déjà vu €"})))
+    assert response.headers["content-type"] == "text/plain"
+    assert response.encoding == "utf-8" and response.text == "déjà vu €"
 
 
 # -- errors ----------------------------------------------------------------------------------------
