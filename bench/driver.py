@@ -426,6 +426,7 @@ class Results:
         self.failures = {}  # (client, workload) -> [reason]
         self.costs = {}  # (client, k) -> {"instructions": per request, "syscalls": {name: per request}}
         self.cost_notes = []  # why a part of the cost measurement did not run
+        self.syscall_tool = None  # "perf" or "strace": what counted the system calls
         self.passed = 0
         self.failed = 0
 
@@ -539,6 +540,8 @@ def total(path):
 
 
 def strace_counts(argv, tmp):
+    """System calls of one run by name, from strace -f -c (it stops the process at every call,
+    which slows it and can change how much work each poll finds ready)."""
     out = os.path.join(tmp, "strace.txt")
     subprocess.run(["strace", "-f", "-c", "-o", out] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=True)
@@ -548,6 +551,37 @@ def strace_counts(argv, tmp):
             parts = line.split()
             if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
                 counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+# The calls counted one by one with perf; the others are counted together as "other".
+PERF_SYSCALLS = ("poll", "ppoll", "epoll_wait", "futex", "write", "sendto", "read", "recvfrom")
+
+
+def perf_works():
+    """Whether perf can count system-call tracepoints here (it needs tracefs and the permission)."""
+    if not shutil.which("perf"):
+        return False
+    result = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "true"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return result.returncode == 0 and "raw_syscalls" in result.stderr and "<not" not in result.stderr
+
+
+def perf_counts(argv, tmp):
+    """System calls of one run, every thread, from the kernel's tracepoints (perf stat): the
+    process runs at full speed."""
+    out = os.path.join(tmp, "perf.txt")
+    events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in PERF_SYSCALLS]
+    subprocess.run(["perf", "stat", "-x,", "-o", out, "-e", ",".join(events), "--"] + argv,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    found = {}
+    with open(out) as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) >= 3 and parts[0].isdigit():
+                found[parts[2]] = int(parts[0])
+    counts = {name: found.get(f"syscalls:sys_enter_{name}", 0) for name in PERF_SYSCALLS}
+    counts["other"] = found.get("raw_syscalls:sys_enter", 0) - sum(counts.values())
     return counts
 
 
@@ -563,10 +597,15 @@ def instructions_per_request(argv, n1, n2, tmp, tag):
     return (counts[1] - counts[0]) / (n2 - n1)
 
 
-def syscalls_per_request(argv, n1, n2, tmp):
-    """System calls per request by name (strace -f -c at N=n1 and N=n2, over n2 - n1)."""
-    a, b = strace_counts(argv(n1), tmp), strace_counts(argv(n2), tmp)
-    return {call: (b.get(call, 0) - a.get(call, 0)) / (n2 - n1) for call in set(a) | set(b)}
+def syscalls_per_request(argv, n1, n2, tmp, tool="strace", reps=1):
+    """System calls per request by name: counted at N=n1 and N=n2 (the median of `reps` runs of
+    each), the difference over n2 - n1. tool: "strace" or "perf"."""
+    count = perf_counts if tool == "perf" else strace_counts
+    a = [count(argv(n1), tmp) for _ in range(reps)]
+    b = [count(argv(n2), tmp) for _ in range(reps)]
+    calls = set().union(*a, *b)
+    median = lambda runs, call: statistics.median(r.get(call, 0) for r in runs)  # noqa: E731
+    return {call: (median(b, call) - median(a, call)) / (n2 - n1) for call in calls}
 
 
 COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-threaded-refill", "c-rq-dispatch-refill")
@@ -576,10 +615,14 @@ def run_costs(args, clients, nginx, tmp, results):
     """Instructions per request (callgrind) and system calls per request (strace -f -c) of the C
     clients, at two values of N: the difference over the difference of N is one request's cost,
     with start-up and teardown cancelled out. Both counts are load-independent, unlike times."""
-    tools = [tool for tool in ("valgrind", "strace") if shutil.which(tool)]
-    for tool in {"valgrind", "strace"} - set(tools):
-        results.cost_notes.append(f"{tool} is not installed: its column is empty")
-    if not tools:
+    callgrind_ok = bool(shutil.which("valgrind"))
+    syscall_tool = "perf" if perf_works() else "strace" if shutil.which("strace") else None
+    results.syscall_tool = syscall_tool
+    if not callgrind_ok:
+        results.cost_notes.append("valgrind is not installed: no instruction counts")
+    if syscall_tool is None:
+        results.cost_notes.append("neither perf (with tracepoints) nor strace works here: no system-call counts")
+    if not callgrind_ok and syscall_tool is None:
         return
     n1, n2 = args.cost_n
     for k in args.cost_k:
@@ -590,10 +633,11 @@ def run_costs(args, clients, nginx, tmp, results):
             argv = lambda n: client.argv("small", nginx.url("small"), n, k)  # noqa: E731
             cost = {}
             try:
-                if "valgrind" in tools:
+                if callgrind_ok:
                     cost["instructions"] = instructions_per_request(argv, n1, n2, tmp, client.key)
-                if "strace" in tools:
-                    cost["syscalls"] = syscalls_per_request(argv, n1, n2, tmp)
+                if syscall_tool:
+                    cost["syscalls"] = syscalls_per_request(argv, n1, n2, tmp, syscall_tool,
+                                                            reps=3 if syscall_tool == "perf" else 1)
             except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
                 results.fail(key, f"cost measurement failed: {error}")
                 log(f"cost K={k} {client.key}: FAILED: {error}")
@@ -866,12 +910,16 @@ def report(args, clients, results, meta):
         n1, n2 = args.cost_n
         add(f"## Cost per request: instructions and system calls ({args.cost_n[1]:,} minus {n1:,} requests)")
         add("")
-        add(f"Each C client runs under callgrind and under `strace -f -c` at N = {n1:,} and N = {n2:,} "
-            "(100-byte GETs); the difference divided by the difference of N is the cost of one request, every "
-            "thread of the process included, with start-up and teardown cancelled out. Unlike times, these counts "
-            "do not depend on the machine's load. *upfront*: all N added at once; *refill*: each completion "
-            "callback adds the next request (the shape of the C reference). CPU µs/request is the median of the "
-            "timed runs above at the same K (when that K was run).")
+        counter = {"perf": "`perf stat` on the kernel's system-call tracepoints (the median of 3 runs at each N)",
+                   "strace": "`strace -f -c`"}.get(results.syscall_tool, "–")
+        add(f"Each C client runs at N = {n1:,} and N = {n2:,} (100-byte GETs), under callgrind for instructions "
+            f"and under {counter} for system calls; the difference divided by the difference of N is the cost of "
+            "one request, every thread of the process included, with start-up and teardown cancelled out. "
+            "Instruction counts do not depend on the machine's load. System calls do in part: at K > 1 the number "
+            "of polls per request depends on how many responses each poll finds ready, and so on the relative "
+            "speed of client and server. *upfront*: all N added at once; *refill*: each completion callback adds "
+            "the next request (the shape of the C reference). CPU µs/request is the median of the timed runs "
+            "above at the same K (when that K was run).")
         add("")
         for k in args.cost_k:
             ref = results.costs.get((REFERENCE, k), {})

@@ -1,6 +1,7 @@
 import CCurl
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 /// libcurl is initialised once per process, before the first multi handle.
 private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
@@ -23,6 +24,12 @@ final class Engine: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
+    /// Whether a `send` must wake the engine thread: `awake` while it runs (it reads its inbox
+    /// before it waits again), `polling` from just before its last look at the inbox until it
+    /// returns from `curl_multi_poll`, `woken` once a sender has called `curl_multi_wakeup` in
+    /// that interval. See `send` and `waitForWork` for why no wake-up is lost.
+    private let wakeState = Atomic<UInt8>(Engine.awake)
+    private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2
     private var thread = pthread_t()
 
     // Engine thread only.
@@ -34,6 +41,8 @@ final class Engine: @unchecked Sendable {
     private var pool: [Transfer] = []
     private var nextIdleCheck = 0.0
     private static let idleCheckInterval = 0.1
+    /// One hour: the longest an idle engine blocks.
+    private static let idleWaitMs = 3_600_000.0
 
     init?(queue: Queue) {
         guard curlReady, let multi = curl_multi_init() else { return nil }
@@ -46,10 +55,17 @@ final class Engine: @unchecked Sendable {
         self.thread = thread
     }
 
+    /// Hands a command to the engine thread. Wakes it (a write to libcurl's wake-up socket) only
+    /// when it is about to block or blocked in `curl_multi_poll` and no other sender has woken it
+    /// yet: an awake engine, the engine thread itself included, reads its inbox before it waits,
+    /// and one wake-up serves every command sent until the engine returns from its poll.
     func send(_ command: Command) {
         inboxLock.withLock { inbox.append(command) }
-        // The engine thread reads its inbox before it waits again: only other threads wake it.
-        if !isCurrentThread { curl_multi_wakeup(multi) }
+        if wakeState.load(ordering: .acquiring) == Engine.polling,
+           wakeState.compareExchange(expected: Engine.polling, desired: Engine.woken,
+                                     ordering: .acquiringAndReleasing).exchanged {
+            curl_multi_wakeup(multi)
+        }
     }
 
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
@@ -113,7 +129,10 @@ final class Engine: @unchecked Sendable {
                 abortIdleTransfers(now: now)
                 nextIdleCheck = now + Engine.idleCheckInterval
             }
-            var waitMs = 1000.0
+            // An engine with nothing running and no timer blocks until a command wakes it (libcurl
+            // still ends the poll for its own timers): a lost wake-up would be a hang, which
+            // Tests/c/test_wakeup.c would catch.
+            var waitMs = running.isEmpty && timers.isEmpty && wakeAt == nil ? Engine.idleWaitMs : 1000.0
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
@@ -128,8 +147,32 @@ final class Engine: @unchecked Sendable {
                 if ready > 0 { continue }
                 queue.signalOwedEvents()
             }
-            curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
+            waitForWork(timeoutMs: Int32(waitMs))
         }
+    }
+
+    /// Blocks in `curl_multi_poll` until a socket is ready, the timeout passes or a sender wakes
+    /// the engine, unless a command arrived meanwhile.
+    ///
+    /// No command is left in the inbox while the engine blocks. Suppose a sender's command were,
+    /// in a poll that nothing ends. The look at the inbox before that poll did not see it, so the
+    /// look came before the sender's append in the inbox lock's order; the store of `polling`
+    /// (before the look) thus happens before the sender's read of `wakeState` (after its append),
+    /// and the sender reads `polling` or a later value. The engine stores nothing more until the
+    /// poll returns, so a later value can only be `woken`, from the one sender whose exchange from
+    /// `polling` succeeded and which then calls `curl_multi_wakeup`. Either way a wake-up is
+    /// written after the store of `polling`, and it ends the poll even when written before the
+    /// poll starts: the byte stays in libcurl's wake-up socket until a poll drains it, and nothing
+    /// between the store and this poll does (the zero-timeout poll of the batching comes before).
+    /// A contradiction: the wake-up ends the poll, and the loop then takes the command.
+    private func waitForWork(timeoutMs: Int32) {
+        wakeState.store(Engine.polling, ordering: .sequentiallyConsistent)
+        if inboxLock.withLock({ inbox.isEmpty }) {
+            curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+        }
+        // A wake-up written after the poll returned, or for a command seen above, is left in the
+        // socket: it only ends the next poll early, and the engine then finds nothing new.
+        wakeState.store(Engine.awake, ordering: .sequentiallyConsistent)
     }
 
     private func start(_ request: Request, generation: UInt64) {
