@@ -637,7 +637,7 @@ def run_costs(args, clients, nginx, tmp, results):
                     cost["instructions"] = instructions_per_request(argv, n1, n2, tmp, client.key)
                 if syscall_tool:
                     cost["syscalls"] = syscalls_per_request(argv, n1, n2, tmp, syscall_tool,
-                                                            reps=3 if syscall_tool == "perf" else 1)
+                                                            reps=5 if syscall_tool == "perf" else 1)
             except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
                 results.fail(key, f"cost measurement failed: {error}")
                 log(f"cost K={k} {client.key}: FAILED: {error}")
@@ -910,14 +910,16 @@ def report(args, clients, results, meta):
         n1, n2 = args.cost_n
         add(f"## Cost per request: instructions and system calls ({args.cost_n[1]:,} minus {n1:,} requests)")
         add("")
-        counter = {"perf": "`perf stat` on the kernel's system-call tracepoints (the median of 3 runs at each N)",
+        counter = {"perf": "`perf stat` on the kernel's system-call tracepoints (the median of 5 runs at each N)",
                    "strace": "`strace -f -c`"}.get(results.syscall_tool, "–")
         add(f"Each C client runs at N = {n1:,} and N = {n2:,} (100-byte GETs), under callgrind for instructions "
             f"and under {counter} for system calls; the difference divided by the difference of N is the cost of "
             "one request, every thread of the process included, with start-up and teardown cancelled out. "
             "Instruction counts do not depend on the machine's load. System calls do in part: at K > 1 the number "
             "of polls per request depends on how many responses each poll finds ready, and so on the relative "
-            "speed of client and server. *upfront*: all N added at once; *refill*: each completion callback adds "
+            "speed of client and server. *sendto*: one per request sends it; any more are the engine's wake-ups "
+            "(`curl_multi_wakeup` sends a byte on libcurl's socket pair). *write*: a dispatch queue signalling its "
+            "file descriptor. *upfront*: all N added at once; *refill*: each completion callback adds "
             "the next request (the shape of the C reference). CPU µs/request is the median of the timed runs "
             "above at the same K (when that K was run).")
         add("")
@@ -927,9 +929,9 @@ def report(args, clients, results, meta):
             ref_cpu = small(REFERENCE, k, "cpu_us")
             add(f"### K = {k}")
             add("")
-            add("| client | instructions/request | × C | system calls/request | − C | poll | futex | "
-                "write + sendto | CPU µs/request | × C |")
-            add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            add("| client | instructions/request | × C | system calls/request | − C | poll | futex | sendto | "
+                "write | CPU µs/request | × C |")
+            add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for client in clients:
                 cost = results.costs.get((client.key, k))
                 if client.key not in COST_CLIENTS or cost is None:
@@ -942,7 +944,7 @@ def report(args, clients, results, meta):
                 cpu = small(client.key, k, "cpu_us")
                 add(f"| {client.label}{cell_failures(results, (client.key, f'cost-{k}'))} | {fmt(ins)} | "
                     f"{ratio(ins, ref_ins)} | {fmt(count, 2)} | {diff} | {fmt(pick('poll', 'ppoll', 'epoll_wait'), 2)} "
-                    f"| {fmt(pick('futex'), 2)} | {fmt(pick('write', 'sendto'), 2)} | {fmt(cpu, 1)} | "
+                    f"| {fmt(pick('futex'), 2)} | {fmt(pick('sendto'), 2)} | {fmt(pick('write'), 2)} | {fmt(cpu, 1)} | "
                     f"{ratio(cpu, ref_cpu)} |")
             add("")
         for note in results.cost_notes:
