@@ -30,6 +30,10 @@ final class Engine: @unchecked Sendable {
     /// that interval. See `send` and `waitForWork` for why no wake-up is lost.
     private let wakeState = Atomic<UInt8>(Engine.awake)
     private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2
+    /// The thread running a batch of this queue's callbacks defers its wake-ups to the end of the
+    /// batch (`deferringWakeUps`): since when one is owed (0 when none). Only that thread uses it,
+    /// and the queue runs one batch at a time.
+    private var deferredWakeSince = 0.0
     private var thread = pthread_t()
 
     // Engine thread only.
@@ -59,8 +63,17 @@ final class Engine: @unchecked Sendable {
     /// when it is about to block or blocked in `curl_multi_poll` and no other sender has woken it
     /// yet: an awake engine, the engine thread itself included, reads its inbox before it waits,
     /// and one wake-up serves every command sent until the engine returns from its poll.
+    /// A thread running a batch of callbacks wakes the engine once, at the end of the batch.
     func send(_ command: Command) {
         inboxLock.withLock { inbox.append(command) }
+        if pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque() {
+            if deferredWakeSince == 0 { deferredWakeSince = Clock.now() }
+            return
+        }
+        wakeIfPolling()
+    }
+
+    private func wakeIfPolling() {
         if wakeState.load(ordering: .acquiring) == Engine.polling,
            wakeState.compareExchange(expected: Engine.polling, desired: Engine.woken,
                                      ordering: .acquiringAndReleasing).exchanged {
@@ -68,9 +81,39 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` (a batch of this queue's callbacks, on the delivering thread) with the wake-ups
+    /// of its sends held back: the commands wait in the inbox, and one wake-up at the end, or
+    /// after 1 ms of callbacks (`flushDeferredWakeIfDue`), serves them all. That wake-up follows
+    /// every held-back append, so the proof of `waitForWork` holds for it as for a `send`.
+    func deferringWakeUps(_ body: () -> Void) {
+        let previous = pthread_getspecific(Engine.deferringKey)
+        pthread_setspecific(Engine.deferringKey, Unmanaged.passUnretained(self).toOpaque())
+        body()
+        pthread_setspecific(Engine.deferringKey, previous)
+        if deferredWakeSince != 0 {
+            deferredWakeSince = 0
+            wakeIfPolling()
+        }
+    }
+
+    /// Inside `deferringWakeUps`, between two callbacks: wakes the engine when a wake-up has been
+    /// held back for 1 ms, so that slow callbacks do not hold back the starts of earlier adds.
+    func flushDeferredWakeIfDue() {
+        if deferredWakeSince != 0, Clock.now() - deferredWakeSince >= 0.001 {
+            deferredWakeSince = 0
+            wakeIfPolling()
+        }
+    }
+
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
     var isCurrentThread: Bool { pthread_getspecific(Engine.threadKey) == Unmanaged.passUnretained(self).toOpaque() }
     private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+    /// The engine whose wake-ups the current thread holds back (`deferringWakeUps`).
+    private static let deferringKey: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
         return key
