@@ -24,6 +24,8 @@ final class Engine: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
+    /// Set under `inboxLock` when the thread stops; `send` then drops its command.
+    private var stopped = false
     /// Whether a `send` must wake the engine thread: `awake` while it runs (it reads its inbox
     /// before it waits again), `polling` from just before its last look at the inbox until it
     /// returns from `curl_multi_poll`, `woken` once a sender has called `curl_multi_wakeup` in
@@ -65,21 +67,27 @@ final class Engine: @unchecked Sendable {
     /// and one wake-up serves every command sent until the engine returns from its poll.
     /// A thread running a batch of callbacks wakes the engine once, at the end of the batch.
     func send(_ command: Command) {
-        inboxLock.withLock { inbox.append(command) }
-        if pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque() {
-            if deferredWakeSince == 0 { deferredWakeSince = Clock.now() }
-            return
+        let deferring = pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque()
+        inboxLock.withLock {
+            // After the shutdown the multi handle is gone: a late command (a cancel racing
+            // rq_queue_free, say) has nothing left to act on.
+            guard !stopped else { return }
+            inbox.append(command)
+            if !deferring { wakeIfPollingLocked() }
         }
-        wakeIfPolling()
+        if deferring, deferredWakeSince == 0 { deferredWakeSince = Clock.now() }
     }
 
-    private func wakeIfPolling() {
-        if wakeState.load(ordering: .acquiring) == Engine.polling,
+    /// Under `inboxLock`, so that the shutdown cannot free the multi handle meanwhile.
+    private func wakeIfPollingLocked() {
+        if !stopped, wakeState.load(ordering: .acquiring) == Engine.polling,
            wakeState.compareExchange(expected: Engine.polling, desired: Engine.woken,
                                      ordering: .acquiringAndReleasing).exchanged {
             curl_multi_wakeup(multi)
         }
     }
+
+    private func wakeIfPolling() { inboxLock.withLock { wakeIfPollingLocked() } }
 
     /// Runs `body` (a batch of this queue's callbacks, on the delivering thread) with the wake-ups
     /// of its sends held back: the commands wait in the inbox, and one wake-up at the end, or
@@ -143,6 +151,7 @@ final class Engine: @unchecked Sendable {
                 case let .wake(at):
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
+                    inboxLock.withLock { stopped = true }
                     queue.signalOwedEvents()
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
