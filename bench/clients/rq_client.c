@@ -74,8 +74,7 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     else if (atomic_load(&succeeded) == 0 && atomic_load(&completed) == 0)
         fprintf(stderr, "request failed: %s (status %d)\n", rq_response_error_message(response),
                 rq_response_status(response));
-    /* refill: the next request, added before this one counts as completed (the queue never runs
-     * dry while requests remain, and a threaded main thread waiting for idle sees it). */
+    /* refill: the next request (context is the queue). */
     if (context != NULL) add_one(context);
     atomic_fetch_add_explicit(&completed, 1, memory_order_release);
 }
@@ -115,10 +114,9 @@ int main(int argc, char **argv) {
             check(rq_queue_dispatch(queue, 0, NULL), "rq_queue_dispatch");
         }
     } else {
-        /* (refill: idle comes only after the last callback, which adds nothing; the loop is a
-         * safeguard that costs nothing.) */
-        while (atomic_load_explicit(&completed, memory_order_acquire) < n)
-            check(rq_queue_wait_idle(queue, -1), "rq_queue_wait_idle");
+        /* refill: a callback adds the next request before it returns, so the queue is idle only
+         * after the last one. */
+        check(rq_queue_wait_idle(queue, -1), "rq_queue_wait_idle");
     }
     long done = atomic_load(&completed), ok = atomic_load(&succeeded);
     bench_report(&clock, done, ok, atomic_load(&received), stream);
