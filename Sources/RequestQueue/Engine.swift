@@ -52,6 +52,13 @@ final class Engine: @unchecked Sendable {
 
     init?(queue: Queue) {
         guard curlReady, let multi = curl_multi_init() else { return nil }
+        // Without its wake-up socket pair (libcurl makes the multi handle anyway when it cannot
+        // open one: no file descriptor left, say), nothing could wake an idle engine. (The byte
+        // written here only ends the first poll early.)
+        guard curl_multi_wakeup(multi) == CURLM_OK else {
+            curl_multi_cleanup(multi)
+            return nil
+        }
         self.queue = queue
         self.multi = multi
         guard let thread = startThread({ [self] in run() }) else {

@@ -9,13 +9,18 @@
  * the test would hang there. It runs in both delivery modes and checks that every request
  * completes, with status 200 and the right body, and (with_fixture.py) that the server saw each
  * exactly once. A watchdog turns a hang into a failure that says how many completed.
+ * Then, with a single file descriptor left to the process (too few for libcurl's wake-up socket
+ * pair), rq_queue_new must either fail with RQ_ERR_SYSTEM or give a queue whose engine can be
+ * woken: a request added to it once descriptors are back completes.
  *
  *   test_wakeup BASE_URL
  */
 #include "rqtest.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <sys/resource.h>
 
 enum { CHAINS = 4, ADDERS = 4, PER_SOURCE = 200, TOTAL = (CHAINS + ADDERS) * PER_SOURCE };
 
@@ -110,12 +115,60 @@ static void run(rq_delivery delivery, const char *name) {
     printf("%s: %d requests completed\n", name, TOTAL);
 }
 
+static atomic_int short_done;
+
+static void on_short_done(void *context, rq_request *request, const rq_response *response) {
+    (void)context;
+    (void)request;
+    CHECK(rq_response_outcome(response) == RQ_OUTCOME_OK && rq_response_status(response) == 200,
+          "descriptor shortage: the request failed: %s", rq_response_error_message(response));
+    atomic_store(&short_done, 1);
+}
+
+/* rq_queue_new with one descriptor free. */
+static void run_with_one_descriptor_left(void) {
+    enum { LIMIT = 1024 };
+    static int hoard[LIMIT];
+    struct rlimit saved, low;
+    CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0, "getrlimit");
+    low = saved;
+    if (low.rlim_cur > LIMIT) low.rlim_cur = LIMIT;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+    int null = open("/dev/null", O_RDONLY), count = 0, fd;
+    CHECK(null >= 0, "open /dev/null");
+    while (count < LIMIT && (fd = dup(null)) >= 0) hoard[count++] = fd;
+    CHECK(count > 0 && count < LIMIT && errno == EMFILE, "could not use up the descriptors (%d)", count);
+    close(hoard[--count]);
+    rq_queue *q = NULL;
+    rq_result rc = rq_queue_new(RQ_DELIVERY_THREADED, &q);
+    while (count > 0) close(hoard[--count]);
+    close(null);
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0, "setrlimit");
+    if (rc != RQ_OK) {
+        CHECK_RC(rc, RQ_ERR_SYSTEM);
+        printf("one descriptor left: rq_queue_new gave RQ_ERR_SYSTEM\n");
+        return;
+    }
+    /* A queue was made: its engine, idle by now, must still be woken by an add. */
+    char *url = rqt_url(base, "/bytes?n=16&wakeup=shortage");
+    rq_request *request;
+    CHECK_OK(rq_request_new(url, &request));
+    CHECK_OK(rq_request_set_completion(request, on_short_done, NULL, NULL));
+    CHECK_OK(rq_add(q, request));
+    CHECK_OK(rq_request_free(request));
+    free(url);
+    WAIT_FOR(atomic_load(&short_done), "descriptor shortage: the request never completed (engine not woken)");
+    CHECK_OK(rq_queue_free(q));
+    printf("one descriptor left: the queue works\n");
+}
+
 int main(int argc, char **argv) {
     base = rqt_base_url(argc, argv);
     mode_index = 0;
     run(RQ_DELIVERY_THREADED, "threaded");
     mode_index = 1;
     run(RQ_DELIVERY_DISPATCH, "dispatch");
+    run_with_one_descriptor_left();
     printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
 }
