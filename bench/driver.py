@@ -77,17 +77,21 @@ def make_clients(args, build):
         return lambda kind, url, n, k: [interpreter, *extra, os.path.join(CLIENTS_DIR, name), kind, url, str(n), str(k)]
 
     us_max = {"small": args.urlsession_n}
+
+    def rq_client(mode, *shape):
+        return lambda kind, url, n, k: ([os.path.join(build, "rq_client"), mode, url, str(n), str(k), *shape]
+                                        + (["stream"] if kind == "large" else []))
+
     clients = [
         Client("c-curl", "C on libcurl multi (reference)",
                lambda kind, url, n, k: [os.path.join(build, "curl_multi"), url, str(n), str(k)], required=True),
-        Client("c-rq-threaded", "librequestqueue from C, threaded delivery",
-               lambda kind, url, n, k: [os.path.join(build, "rq_client"), "threaded", url, str(n), str(k)]
-               + (["stream"] if kind == "large" else []),
+        Client("c-rq-threaded", "librequestqueue from C, threaded delivery", rq_client("threaded"), required=True),
+        Client("c-rq-dispatch", "librequestqueue from C, dispatch delivery (poll loop)", rq_client("dispatch"),
                required=True),
-        Client("c-rq-dispatch", "librequestqueue from C, dispatch delivery (poll loop)",
-               lambda kind, url, n, k: [os.path.join(build, "rq_client"), "dispatch", url, str(n), str(k)]
-               + (["stream"] if kind == "large" else []),
-               required=True),
+        Client("c-rq-threaded-refill", "librequestqueue from C, threaded, refill from the completion",
+               rq_client("threaded", "refill"), required=True),
+        Client("c-rq-dispatch-refill", "librequestqueue from C, dispatch, refill from the completion",
+               rq_client("dispatch", "refill"), required=True),
         Client("py-rq", "Python binding, Queue", script(py, "py_requestqueue.py"), env=py_env, required=True),
         Client("py-rq-async", "Python binding, AsyncQueue (asyncio)", script(py, "py_requestqueue_async.py"),
                env=py_env),
@@ -420,6 +424,9 @@ class Results:
     def __init__(self):
         self.runs = {}  # (client, workload) -> [figures]
         self.failures = {}  # (client, workload) -> [reason]
+        self.costs = {}  # (client, k) -> {"instructions": per request, "syscalls": {name: per request}}
+        self.cost_notes = []  # why a part of the cost measurement did not run
+        self.syscall_tool = None  # "perf" or "strace": what counted the system calls
         self.passed = 0
         self.failed = 0
 
@@ -510,6 +517,136 @@ def run_queue_ops(args, build, url, tmp, results):
             except (RuntimeError, ValueError, IndexError) as error:
                 results.fail(key, str(error))
                 log(f"queue n={n}: FAILED: {error}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Cost per request: instructions (callgrind) and system calls (strace); bench/profile uses these too
+# --------------------------------------------------------------------------------------------------
+
+
+def callgrind(argv, out, separate):
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    if separate:
+        cmd.append("--separate-threads=yes")
+    subprocess.run(cmd + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+
+def total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def strace_counts(argv, tmp):
+    """System calls of one run by name, from strace -f -c (it stops the process at every call,
+    which slows it and can change how much work each poll finds ready)."""
+    out = os.path.join(tmp, "strace.txt")
+    subprocess.run(["strace", "-f", "-c", "-o", out] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
+    counts = {}
+    with open(out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
+                counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+# The calls counted one by one with perf; the others are counted together as "other".
+PERF_SYSCALLS = ("poll", "ppoll", "epoll_wait", "futex", "write", "sendto", "read", "recvfrom")
+
+
+def perf_works():
+    """Whether perf can count system-call tracepoints here (it needs tracefs and the permission)."""
+    if not shutil.which("perf"):
+        return False
+    result = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "true"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return result.returncode == 0 and "raw_syscalls" in result.stderr and "<not" not in result.stderr
+
+
+def perf_counts(argv, tmp):
+    """System calls of one run, every thread, from the kernel's tracepoints (perf stat): the
+    process runs at full speed."""
+    out = os.path.join(tmp, "perf.txt")
+    events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in PERF_SYSCALLS]
+    subprocess.run(["perf", "stat", "-x,", "-o", out, "-e", ",".join(events), "--"] + argv,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    found = {}
+    with open(out) as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) >= 3 and parts[0].isdigit():
+                found[parts[2]] = int(parts[0])
+    counts = {name: found.get(f"syscalls:sys_enter_{name}", 0) for name in PERF_SYSCALLS}
+    counts["other"] = found.get("raw_syscalls:sys_enter", 0) - sum(counts.values())
+    return counts
+
+
+def instructions_per_request(argv, n1, n2, tmp, tag):
+    """Instructions per request of the whole process (every thread): callgrind at N=n1 and N=n2,
+    the difference over n2 - n1. argv(n) gives the command for N=n."""
+    counts = []
+    for n in (n1, n2):
+        out = os.path.join(tmp, f"{tag}.{n}")
+        callgrind(argv(n), out, False)
+        counts.append(total(out))
+        os.unlink(out)
+    return (counts[1] - counts[0]) / (n2 - n1)
+
+
+def syscalls_per_request(argv, n1, n2, tmp, tool="strace", reps=1):
+    """System calls per request by name: counted at N=n1 and N=n2 (the median of `reps` runs of
+    each), the difference over n2 - n1. tool: "strace" or "perf"."""
+    count = perf_counts if tool == "perf" else strace_counts
+    a = [count(argv(n1), tmp) for _ in range(reps)]
+    b = [count(argv(n2), tmp) for _ in range(reps)]
+    calls = set().union(*a, *b)
+    median = lambda runs, call: statistics.median(r.get(call, 0) for r in runs)  # noqa: E731
+    return {call: (median(b, call) - median(a, call)) / (n2 - n1) for call in calls}
+
+
+COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-threaded-refill", "c-rq-dispatch-refill")
+
+
+def run_costs(args, clients, nginx, tmp, results):
+    """Instructions per request (callgrind) and system calls per request (strace -f -c) of the C
+    clients, at two values of N: the difference over the difference of N is one request's cost,
+    with start-up and teardown cancelled out. Both counts are load-independent, unlike times."""
+    callgrind_ok = bool(shutil.which("valgrind"))
+    syscall_tool = "perf" if perf_works() else "strace" if shutil.which("strace") else None
+    results.syscall_tool = syscall_tool
+    if not callgrind_ok:
+        results.cost_notes.append("valgrind is not installed: no instruction counts")
+    if syscall_tool is None:
+        results.cost_notes.append("neither perf (with tracepoints) nor strace works here: no system-call counts")
+    if not callgrind_ok and syscall_tool is None:
+        return
+    n1, n2 = args.cost_n
+    for k in args.cost_k:
+        for client in clients:
+            if client.key not in COST_CLIENTS or client.skip_reason:
+                continue
+            key = (client.key, f"cost-{k}")
+            argv = lambda n: client.argv("small", nginx.url("small"), n, k)  # noqa: E731
+            cost = {}
+            try:
+                if callgrind_ok:
+                    cost["instructions"] = instructions_per_request(argv, n1, n2, tmp, client.key)
+                if syscall_tool:
+                    cost["syscalls"] = syscalls_per_request(argv, n1, n2, tmp, syscall_tool,
+                                                            reps=5 if syscall_tool == "perf" else 1)
+            except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
+                results.fail(key, f"cost measurement failed: {error}")
+                log(f"cost K={k} {client.key}: FAILED: {error}")
+                continue
+            results.costs[(client.key, k)] = cost
+            results.passed += 1
+            calls = sum(cost.get("syscalls", {}).values())
+            log(f"cost K={k} {client.key}: {cost.get('instructions', 0):,.0f} instructions, "
+                f"{calls:.2f} system calls per request")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -688,6 +825,36 @@ def report(args, clients, results, meta):
         value = mine / ref if mine and ref else None
         target(f"C, {name}: requests/s at K={k_rate} at least 0.95× the C reference", value, 0.95, True,
                f"{fmt(mine)} vs {fmt(ref)} = {value:.2f}×" if value else "")
+    for key, name in (("c-rq-threaded-refill", "threaded"), ("c-rq-dispatch-refill", "dispatch")):
+        if key not in by_key:
+            continue
+        ref = small(REFERENCE, 1, "rps")
+        mine = small(key, 1, "rps")
+        value = mine / ref if mine and ref else None
+        target(f"C refill, {name}: requests/s at K=1 at least 0.95× the C reference", value, 0.95, True,
+               f"{fmt(mine)} vs {fmt(ref)} = {value:.2f}×" if value else "")
+        ref = small(REFERENCE, 64, "cpu_us")
+        mine = small(key, 64, "cpu_us")
+        value = mine / ref if mine and ref else None
+        target(f"C refill, {name}: CPU per request at K=64 within 1.15× of the C reference", value, 1.15, False,
+               f"{fmt(mine, 1)} µs vs {fmt(ref, 1)} µs = {value:.2f}×" if value else "")
+    for k in args.cost_k:
+        ref = results.costs.get((REFERENCE, k), {})
+        for key in COST_CLIENTS[1:]:
+            if key not in by_key:
+                continue
+            cost = results.costs.get((key, k), {})
+            name = key[len("c-rq-"):].replace("-refill", ", refill") + ("" if "refill" in key else ", upfront")
+            if k == 64:
+                mine, theirs = cost.get("instructions"), ref.get("instructions")
+                value = mine / theirs if mine and theirs else None
+                target(f"C {name}: instructions per request at K={k} within 1.10× of the C reference", value, 1.10,
+                       False, f"{fmt(mine)} vs {fmt(theirs)} = {value:.2f}×" if value else "")
+            if "syscalls" in cost and "syscalls" in ref:
+                mine, theirs = sum(cost["syscalls"].values()), sum(ref["syscalls"].values())
+                value = mine - theirs
+                target(f"C {name}: system calls per request at K={k} at most 1 more than the C reference", value,
+                       1.0, False, f"{mine:.2f} vs {theirs:.2f} = {value:+.2f}")
     if "py-rq" in by_key:
         mine, other = small("py-rq", 64, "rps"), small("py-aiohttp", 64, "rps")
         value = mine / other if mine and other else None
@@ -737,6 +904,53 @@ def report(args, clients, results, meta):
             add(f"| {label} | {fmt(rps)} | {ratio(rps, ref_rps)} | {fmt(cpu, 1)} | {ratio(cpu, ref_cpu)} | "
                 f"{fmt(rss, 1)} | {ratio(rss, ref_rss)} |")
         add("")
+
+    # Cost per request
+    if results.costs or results.cost_notes:
+        n1, n2 = args.cost_n
+        add(f"## Cost per request: instructions and system calls ({args.cost_n[1]:,} minus {n1:,} requests)")
+        add("")
+        counter = {"perf": "`perf stat` on the kernel's system-call tracepoints (the median of 5 runs at each N)",
+                   "strace": "`strace -f -c`"}.get(results.syscall_tool, "–")
+        add(f"Each C client runs at N = {n1:,} and N = {n2:,} (100-byte GETs), under callgrind for instructions "
+            f"and under {counter} for system calls; the difference divided by the difference of N is the cost of "
+            "one request, every thread of the process included, with start-up and teardown cancelled out. "
+            "Instruction counts do not depend on the machine's load. System calls do in part: at K > 1 the number "
+            "of polls per request depends on how many responses each poll finds ready, and so on the relative "
+            "speed of client and server. *sendto*: one per request sends it; any more are the engine's wake-ups "
+            "(`curl_multi_wakeup` sends a byte on libcurl's socket pair). *write*: a dispatch queue signalling its "
+            "file descriptor. *upfront*: all N added at once; *refill*: each completion callback adds "
+            "the next request (the shape of the C reference). CPU µs/request is the median of the timed runs "
+            "above at the same K (when that K was run).")
+        add("")
+        for k in args.cost_k:
+            ref = results.costs.get((REFERENCE, k), {})
+            ref_ins, ref_calls = ref.get("instructions"), ref.get("syscalls")
+            ref_cpu = small(REFERENCE, k, "cpu_us")
+            add(f"### K = {k}")
+            add("")
+            add("| client | instructions/request | × C | system calls/request | − C | poll | futex | sendto | "
+                "write | CPU µs/request | × C |")
+            add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for client in clients:
+                cost = results.costs.get((client.key, k))
+                if client.key not in COST_CLIENTS or cost is None:
+                    continue
+                ins, calls = cost.get("instructions"), cost.get("syscalls")
+                count = sum(calls.values()) if calls is not None else None
+                ref_count = sum(ref_calls.values()) if ref_calls is not None else None
+                diff = f"{count - ref_count:+.2f}" if count is not None and ref_count is not None else "–"
+                pick = lambda *names: sum(calls.get(n, 0) for n in names) if calls is not None else None  # noqa: E731
+                cpu = small(client.key, k, "cpu_us")
+                add(f"| {client.label}{cell_failures(results, (client.key, f'cost-{k}'))} | {fmt(ins)} | "
+                    f"{ratio(ins, ref_ins)} | {fmt(count, 2)} | {diff} | {fmt(pick('poll', 'ppoll', 'epoll_wait'), 2)} "
+                    f"| {fmt(pick('futex'), 2)} | {fmt(pick('sendto'), 2)} | {fmt(pick('write'), 2)} | {fmt(cpu, 1)} | "
+                    f"{ratio(cpu, ref_cpu)} |")
+            add("")
+        for note in results.cost_notes:
+            add(f"- {note}")
+        if results.cost_notes:
+            add("")
 
     # Large bodies
     add(f"## Large bodies: {args.large_n} × {LARGE_SIZE // (1024 * 1024)} MiB, K in flight")
@@ -799,6 +1013,11 @@ def report(args, clients, results, meta):
         "`poll()` loop on `rq_queue_get_fd` + `rq_queue_dispatch`. The Python and Ruby bindings and Typhoeus "
         "also queue all N at once; pycurl, aiohttp and URLSession keep K in flight and start the next when one "
         "ends.")
+    add("- **librequestqueue from C, refill** (`rq_client.c ... refill`): the shape of the C reference and of a "
+        "client that learns its next request from the last response: K requests are added, and each completion "
+        "callback adds the next one (with `rq_request_new` + `rq_add` + `rq_request_free`) until N were added; "
+        "at most K requests exist at once, and every add comes from the delivering thread while the engine "
+        "runs.")
     add("- **pycurl** is built from source against the system libcurl (`pip install --no-binary pycurl`), so "
         "that it runs the same engine as the C reference; Typhoeus (ethon) uses the system libcurl too.")
     add("- **aiohttp**: one `ClientSession` with `TCPConnector(limit=K)` and K worker tasks on the default "
@@ -840,6 +1059,10 @@ def main():
     parser.add_argument("--queue-n", type=parse_list,
                         help="waiting requests for the queue benchmark (10000,1000000; quick 10000,100000)")
     parser.add_argument("--urlsession-n", type=int, help="small requests per URLSession run (5000; quick 500)")
+    parser.add_argument("--cost-k", type=parse_list,
+                        help="K values for instructions and system calls per request (1,64; quick 64)")
+    parser.add_argument("--cost-n", type=parse_list,
+                        help="the two request counts of the cost measurement (1000,4000; quick 200,600)")
     parser.add_argument("--timeout", type=float, help="seconds before a client run is killed (300; quick 60)")
     parser.add_argument("--only", help="comma-separated client keys (the C reference is always included)")
     parser.add_argument("--output", help="markdown report (default BENCHMARKS.md; with --quick, a temp file)")
@@ -851,13 +1074,16 @@ def main():
     defaults = dict(reps=1 if quick else 5, small_n=1000 if quick else 20000, small_k=[1, 8, 64, 256],
                     large_n=8 if quick else 50, large_k=[1, 8],
                     queue_n=[10000, 100000] if quick else [10000, 1000000],
-                    urlsession_n=500 if quick else 5000, timeout=60 if quick else 300)
+                    urlsession_n=500 if quick else 5000, timeout=60 if quick else 300,
+                    cost_k=[64] if quick else [1, 64], cost_n=[200, 600] if quick else [1000, 4000])
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if min([args.reps, args.small_n, args.large_n, args.urlsession_n] + args.small_k + args.large_k
-           + args.queue_n) <= 0:
+           + args.queue_n + args.cost_k + args.cost_n) <= 0:
         parser.error("counts must be positive")
+    if len(args.cost_n) != 2 or args.cost_n[0] >= args.cost_n[1]:
+        parser.error("--cost-n: two counts, the second larger")
     if args.output is None:
         args.output = (os.path.join(tempfile.gettempdir(), "BENCHMARKS.quick.md") if quick
                        else os.path.join(ROOT, "BENCHMARKS.md"))
@@ -895,6 +1121,7 @@ def main():
         BACKGROUND = Background(nginx.pids())
         run_matrix(args, clients, nginx, run_dir, results)
         run_queue_ops(args, build, nginx.url("small"), run_dir, results)
+        run_costs(args, clients, nginx, run_dir, results)
     finally:
         if nginx is not None:
             nginx.stop()

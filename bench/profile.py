@@ -2,7 +2,7 @@
 """Where librequestqueue spends its CPU per request: instruction counts from callgrind and system
 calls from strace, per request, for the C client and the C reference on the same nginx.
 
-    bench/profile [--k 64] [--n 2000,6000] [--mode threaded|dispatch] [--top 30]
+    bench/profile [--k 64] [--n 2000,6000] [--mode threaded|dispatch] [--shape upfront|refill] [--top 30]
 
 Each program runs at two values of N; the difference divided by the difference of N is the cost of
 one request, with start-up and teardown cancelled out. Reports:
@@ -25,21 +25,6 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import driver  # noqa: E402
-
-
-def callgrind(argv, out, separate):
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    if separate:
-        cmd.append("--separate-threads=yes")
-    subprocess.run(cmd + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-
-
-def total(path):
-    with open(path) as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError(f"no totals in {path}")
 
 
 def functions(path):
@@ -79,19 +64,6 @@ def thread_files(prefix):
     return sorted(os.path.join(folder, f) for f in os.listdir(folder) if re.fullmatch(re.escape(base) + r"-\d+", f))
 
 
-def strace_counts(argv, tmp):
-    out = os.path.join(tmp, "strace.txt")
-    subprocess.run(["strace", "-f", "-c", "-o", out] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   check=True)
-    counts = {}
-    with open(out) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and parts[0][0].isdigit() and parts[-1] != "total":
-                counts[parts[-1]] = int(parts[3])
-    return counts
-
-
 def context_switches(argv):
     """Voluntary and involuntary context switches of a run (every thread), from wait4."""
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -108,6 +80,8 @@ def main():
     parser.add_argument("--k", type=int, default=64)
     parser.add_argument("--n", default="2000,6000", help="two request counts")
     parser.add_argument("--mode", default="threaded", choices=["threaded", "dispatch"])
+    parser.add_argument("--shape", default="upfront", choices=["upfront", "refill"],
+                        help="upfront: all N added at once; refill: each completion adds the next")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
     n1, n2 = (int(x) for x in args.n.split(","))
@@ -133,17 +107,19 @@ def main():
         nginx.start()
         url = nginx.url("small")
         ref = lambda n: [os.path.join(build, "curl_multi"), url, str(n), str(args.k)]  # noqa: E731
-        lib = lambda n: [os.path.join(build, "rq_client"), args.mode, url, str(n), str(args.k)]  # noqa: E731
+        shape = ["refill"] if args.shape == "refill" else []
+        lib = lambda n: [os.path.join(build, "rq_client"), args.mode, url, str(n), str(args.k), *shape]  # noqa: E731
 
-        print(f"# Cost per request, K={args.k}, {args.mode} delivery (N={n2:,} minus N={n1:,}, over {per:,})\n")
+        print(f"# Cost per request, K={args.k}, {args.mode} delivery, {args.shape} shape "
+              f"(N={n2:,} minus N={n1:,}, over {per:,})\n")
         for n in (n1, n2):
-            callgrind(ref(n), os.path.join(tmp, f"ref.{n}"), False)
-            callgrind(lib(n), os.path.join(tmp, f"lib.{n}"), True)
-        ref_per = (total(os.path.join(tmp, f"ref.{n2}")) - total(os.path.join(tmp, f"ref.{n1}"))) / per
+            driver.callgrind(ref(n), os.path.join(tmp, f"ref.{n}"), False)
+            driver.callgrind(lib(n), os.path.join(tmp, f"lib.{n}"), True)
+        ref_per = (driver.total(os.path.join(tmp, f"ref.{n2}")) - driver.total(os.path.join(tmp, f"ref.{n1}"))) / per
         threads1, threads2 = thread_files(os.path.join(tmp, f"lib.{n1}")), thread_files(os.path.join(tmp, f"lib.{n2}"))
         if len(threads1) != len(threads2):
             raise RuntimeError("the two runs did not start the same threads")
-        per_thread = [(total(b) - total(a)) / per for a, b in zip(threads1, threads2)]
+        per_thread = [(driver.total(b) - driver.total(a)) / per for a, b in zip(threads1, threads2)]
         print("## Instructions per request\n")
         print(f"- C reference on libcurl multi: {ref_per:,.0f}")
         print(f"- librequestqueue client: {sum(per_thread):,.0f} ({sum(per_thread) / ref_per:.2f}x), by thread: "
@@ -193,14 +169,12 @@ def main():
             print("## System calls per request (strace -f -c)\n")
             print("| call | C reference | librequestqueue |")
             print("|---|---:|---:|")
-            r1, r2 = strace_counts(ref(n1), tmp), strace_counts(ref(n2), tmp)
-            l1, l2 = strace_counts(lib(n1), tmp), strace_counts(lib(n2), tmp)
-            calls = sorted(set(r2) | set(l2), key=lambda c: -((l2.get(c, 0) - l1.get(c, 0)) + (r2.get(c, 0) - r1.get(c, 0))))
-            for call in calls:
-                rv = (r2.get(call, 0) - r1.get(call, 0)) / per
-                lv = (l2.get(call, 0) - l1.get(call, 0)) / per
+            r, l = driver.syscalls_per_request(ref, n1, n2, tmp), driver.syscalls_per_request(lib, n1, n2, tmp)
+            for call in sorted(set(r) | set(l), key=lambda c: -(r.get(c, 0) + l.get(c, 0))):
+                rv, lv = r.get(call, 0), l.get(call, 0)
                 if max(rv, lv) >= 0.05:
                     print(f"| {call} | {rv:.2f} | {lv:.2f} |")
+            print(f"| all | {sum(r.values()):.2f} | {sum(l.values()):.2f} |")
             print()
     finally:
         if nginx is not None:

@@ -85,6 +85,10 @@
  *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
  *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
  *   do, and at the latest after 64 events or 1 ms. An idle queue thus delivers at once.
+ *   The other way round, what callbacks ask of their own queue's engine (requests they add that
+ *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
+ *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after
+ *   the call, rather than in one wake-up per call.
  * - A request's callbacks all receive the same `context` pointer, given with
  *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`

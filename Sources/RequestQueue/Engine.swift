@@ -1,6 +1,7 @@
 import CCurl
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 /// libcurl is initialised once per process, before the first multi handle.
 private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
@@ -25,6 +26,16 @@ final class Engine: @unchecked Sendable {
     private var inbox: [Command] = []
     /// Set under `inboxLock` when the thread stops; `send` then drops its command.
     private var stopped = false
+    /// Whether a `send` must wake the engine thread: `awake` while it runs (it reads its inbox
+    /// before it waits again), `polling` from just before its last look at the inbox until it
+    /// returns from `curl_multi_poll`, `woken` once a sender has called `curl_multi_wakeup` in
+    /// that interval. See `send` and `waitForWork` for why no wake-up is lost.
+    private let wakeState = Atomic<UInt8>(Engine.awake)
+    private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2
+    /// The thread running a batch of this queue's callbacks defers its wake-ups to the end of the
+    /// batch (`deferringWakeUps`): since when one is owed (0 when none). Only that thread uses it,
+    /// and the queue runs one batch at a time.
+    private var deferredWakeSince = 0.0
     private var thread = pthread_t()
 
     // Engine thread only.
@@ -40,9 +51,18 @@ final class Engine: @unchecked Sendable {
     private var sockets: [Int: Int32] = [:]
     private var socketKeys: [Int32: Int] = [:]
     private static let idleCheckInterval = 0.1
+    /// One hour: the longest an idle engine blocks.
+    private static let idleWaitMs = 3_600_000.0
 
     init?(queue: Queue) {
         guard curlReady, let multi = curl_multi_init() else { return nil }
+        // Without its wake-up socket pair (libcurl makes the multi handle anyway when it cannot
+        // open one: no file descriptor left, say), nothing could wake an idle engine. (The byte
+        // written here only ends the first poll early.)
+        guard curl_multi_wakeup(multi) == CURLM_OK else {
+            curl_multi_cleanup(multi)
+            return nil
+        }
         self.queue = queue
         self.multi = multi
         guard let thread = startThread({ [self] in run() }) else {
@@ -52,22 +72,67 @@ final class Engine: @unchecked Sendable {
         self.thread = thread
     }
 
+    /// Hands a command to the engine thread. Wakes it (a write to libcurl's wake-up socket) only
+    /// when it is about to block or blocked in `curl_multi_poll` and no other sender has woken it
+    /// yet: an awake engine, the engine thread itself included, reads its inbox before it waits,
+    /// and one wake-up serves every command sent until the engine returns from its poll.
+    /// A thread running a batch of callbacks wakes the engine once, at the end of the batch.
     func send(_ command: Command) {
-        let wake = !isCurrentThread
+        let deferring = pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque()
         inboxLock.withLock {
             // After the shutdown the multi handle is gone: a late command (a cancel racing
             // rq_queue_free, say) has nothing left to act on.
             guard !stopped else { return }
             inbox.append(command)
-            // The engine thread reads its inbox before it waits again: only other threads wake it.
-            // Under the lock, so that the shutdown cannot free the multi handle meanwhile.
-            if wake { curl_multi_wakeup(multi) }
+            if !deferring { wakeIfPollingLocked() }
+        }
+        if deferring, deferredWakeSince == 0 { deferredWakeSince = Clock.now() }
+    }
+
+    /// Under `inboxLock`, so that the shutdown cannot free the multi handle meanwhile.
+    private func wakeIfPollingLocked() {
+        if !stopped, wakeState.load(ordering: .acquiring) == Engine.polling,
+           wakeState.compareExchange(expected: Engine.polling, desired: Engine.woken,
+                                     ordering: .acquiringAndReleasing).exchanged {
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    private func wakeIfPolling() { inboxLock.withLock { wakeIfPollingLocked() } }
+
+    /// Runs `body` (a batch of this queue's callbacks, on the delivering thread) with the wake-ups
+    /// of its sends held back: the commands wait in the inbox, and one wake-up at the end, or
+    /// after 1 ms of callbacks (`flushDeferredWakeIfDue`), serves them all. That wake-up follows
+    /// every held-back append, so the proof of `waitForWork` holds for it as for a `send`.
+    func deferringWakeUps(_ body: () -> Void) {
+        let previous = pthread_getspecific(Engine.deferringKey)
+        pthread_setspecific(Engine.deferringKey, Unmanaged.passUnretained(self).toOpaque())
+        body()
+        pthread_setspecific(Engine.deferringKey, previous)
+        if deferredWakeSince != 0 {
+            deferredWakeSince = 0
+            wakeIfPolling()
+        }
+    }
+
+    /// Inside `deferringWakeUps`, between two callbacks: wakes the engine when a wake-up has been
+    /// held back for 1 ms, so that slow callbacks do not hold back the starts of earlier adds.
+    func flushDeferredWakeIfDue() {
+        if deferredWakeSince != 0, Clock.now() - deferredWakeSince >= 0.001 {
+            deferredWakeSince = 0
+            wakeIfPolling()
         }
     }
 
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
     var isCurrentThread: Bool { pthread_getspecific(Engine.threadKey) == Unmanaged.passUnretained(self).toOpaque() }
     private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+    /// The engine whose wake-ups the current thread holds back (`deferringWakeUps`).
+    private static let deferringKey: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
         return key
@@ -129,7 +194,10 @@ final class Engine: @unchecked Sendable {
                 abortStalledTransfers(now: now)
                 nextIdleCheck = now + Engine.idleCheckInterval
             }
-            var waitMs = 1000.0
+            // An engine with nothing running and no timer blocks until a command wakes it (libcurl
+            // still ends the poll for its own timers): a lost wake-up would be a hang, which
+            // Tests/c/test_wakeup.c would catch.
+            var waitMs = running.isEmpty && timers.isEmpty && wakeAt == nil ? Engine.idleWaitMs : 1000.0
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
@@ -144,8 +212,32 @@ final class Engine: @unchecked Sendable {
                 if ready > 0 { continue }
                 queue.signalOwedEvents()
             }
-            curl_multi_poll(multi, nil, 0, Int32(waitMs), nil)
+            waitForWork(timeoutMs: Int32(waitMs))
         }
+    }
+
+    /// Blocks in `curl_multi_poll` until a socket is ready, the timeout passes or a sender wakes
+    /// the engine, unless a command arrived meanwhile.
+    ///
+    /// No command is left in the inbox while the engine blocks. Suppose a sender's command were,
+    /// in a poll that nothing ends. The look at the inbox before that poll did not see it, so the
+    /// look came before the sender's append in the inbox lock's order; the store of `polling`
+    /// (before the look) thus happens before the sender's read of `wakeState` (after its append),
+    /// and the sender reads `polling` or a later value. The engine stores nothing more until the
+    /// poll returns, so a later value can only be `woken`, from the one sender whose exchange from
+    /// `polling` succeeded and which then calls `curl_multi_wakeup`. Either way a wake-up is
+    /// written after the store of `polling`, and it ends the poll even when written before the
+    /// poll starts: the byte stays in libcurl's wake-up socket until a poll drains it, and nothing
+    /// between the store and this poll does (the zero-timeout poll of the batching comes before).
+    /// A contradiction: the wake-up ends the poll, and the loop then takes the command.
+    private func waitForWork(timeoutMs: Int32) {
+        wakeState.store(Engine.polling, ordering: .sequentiallyConsistent)
+        if inboxLock.withLock({ inbox.isEmpty }) {
+            curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+        }
+        // A wake-up written after the poll returned, or for a command seen above, is left in the
+        // socket: it only ends the next poll early, and the engine then finds nothing new.
+        wakeState.store(Engine.awake, ordering: .sequentiallyConsistent)
     }
 
     private func start(_ request: Request, generation: UInt64) {

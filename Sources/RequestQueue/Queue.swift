@@ -564,7 +564,12 @@ final class Queue: @unchecked Sendable {
             swap(&batch, &pending)
             monitor.unlock()
             let count = batch.count
-            while let event = batch.popFront() { run(event) }
+            engine.deferringWakeUps {
+                while let event = batch.popFront() {
+                    run(event)
+                    engine.flushDeferredWakeIfDue()
+                }
+            }
             monitor.lock()
             delivered(count)
         }
@@ -633,23 +638,29 @@ final class Queue: @unchecked Sendable {
         dispatchLock.lock()
         defer { dispatchLock.unlock() }
         let count = limit > 0 ? limit : monitor.withLock { pending.count }
-        var ran = 0
-        while ran < count {
-            let next: Event? = monitor.withLock {
-                if ran > 0 { delivered(1) }
-                let event = pending.popFront()
-                if pending.isEmpty, eventFDSignalled {
-                    eventFDSignalled = false
-                    var value: UInt64 = 0
-                    _ = read(eventFD, &value, 8)
+        var ran = 0, drained = false
+        engine.deferringWakeUps {
+            while ran < count {
+                let next: Event? = monitor.withLock {
+                    if ran > 0 { delivered(1) }
+                    let event = pending.popFront()
+                    if pending.isEmpty, eventFDSignalled {
+                        eventFDSignalled = false
+                        var value: UInt64 = 0
+                        _ = read(eventFD, &value, 8)
+                    }
+                    return event
                 }
-                return event
+                guard let event = next else {
+                    drained = true  // the last event's delivered(1) is done
+                    return
+                }
+                run(event)
+                ran += 1
+                engine.flushDeferredWakeIfDue()
             }
-            guard let event = next else { return ran }
-            run(event)
-            ran += 1
         }
-        if ran > 0 { monitor.withLock { delivered(1) } }
+        if ran > 0, !drained { monitor.withLock { delivered(1) } }
         return ran
     }
 

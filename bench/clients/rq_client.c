@@ -1,9 +1,13 @@
 /*
- * rq_client.c: librequestqueue from C. Adds N GET requests for URL to one queue with
+ * rq_client.c: librequestqueue from C. Makes N GET requests for URL on one queue with
  * max_concurrent K and RQ_DUPLICATES_ALLOW (they are all equal), then waits until the last one
- * has completed.
+ * has completed. Two shapes:
+ *   upfront (the default): adds all N at once; the queue keeps K in flight and N - K waiting.
+ *   refill: adds K, and each completion callback adds the next one until N were added (the shape
+ *           of the C reference, and of a client that does not know its next request in
+ *           advance): at most K exist at any time, and every add comes from a callback.
  *
- *     rq_client threaded|dispatch URL N K [stream]
+ *     rq_client threaded|dispatch URL N K [stream] [refill]
  *
  * threaded: completions run on the queue's delivery thread; the main thread blocks in
  *           rq_queue_wait_idle.
@@ -24,8 +28,11 @@
 
 #pragma weak rq_request_set_body_callback
 
-static atomic_long completed, succeeded;
+static atomic_long completed, succeeded, added;
 static atomic_llong received;
+static int stream, refill;
+static long total;
+static const char *url;
 
 static int on_data(void *context, rq_request *request, const uint8_t *data, size_t size,
                    uint64_t offset) {
@@ -37,9 +44,28 @@ static int on_data(void *context, rq_request *request, const uint8_t *data, size
     return 0;
 }
 
+static void check(rq_result result, const char *what) {
+    if (result != RQ_OK) {
+        fprintf(stderr, "%s: %s\n", what, rq_result_str(result));
+        exit(1);
+    }
+}
+
+static void on_done(void *context, rq_request *request, const rq_response *response);
+
+/* Adds one request for URL to the queue, unless N were added already. */
+static void add_one(rq_queue *queue) {
+    if (atomic_fetch_add_explicit(&added, 1, memory_order_relaxed) >= total) return;
+    rq_request *request;
+    check(rq_request_new(url, &request), "rq_request_new");
+    check(rq_request_set_completion(request, on_done, refill ? queue : NULL, NULL), "rq_request_set_completion");
+    if (stream) check(rq_request_set_body_callback(request, on_data), "rq_request_set_body_callback");
+    check(rq_add(queue, request), "rq_add");
+    check(rq_request_free(request), "rq_request_free");
+}
+
 static void on_done(void *context, rq_request *request, const rq_response *response) {
     size_t size = 0;
-    (void)context;
     (void)request;
     rq_response_body(response, &size);
     atomic_fetch_add_explicit(&received, (long long)size, memory_order_relaxed);
@@ -48,26 +74,26 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     else if (atomic_load(&succeeded) == 0 && atomic_load(&completed) == 0)
         fprintf(stderr, "request failed: %s (status %d)\n", rq_response_error_message(response),
                 rq_response_status(response));
+    /* refill: the next request (context is the queue). */
+    if (context != NULL) add_one(context);
     atomic_fetch_add_explicit(&completed, 1, memory_order_release);
 }
 
-static void check(rq_result result, const char *what) {
-    if (result != RQ_OK) {
-        fprintf(stderr, "%s: %s\n", what, rq_result_str(result));
-        exit(1);
-    }
-}
-
 int main(int argc, char **argv) {
-    if (argc < 5 || argc > 6 || (strcmp(argv[1], "threaded") != 0 && strcmp(argv[1], "dispatch") != 0) ||
-        (argc == 6 && strcmp(argv[5], "stream") != 0)) {
-        fprintf(stderr, "usage: %s threaded|dispatch URL N K [stream]\n", argv[0]);
+    int usage = argc < 5 || (strcmp(argv[1], "threaded") != 0 && strcmp(argv[1], "dispatch") != 0);
+    for (int i = 5; i < argc && !usage; i++) {
+        if (strcmp(argv[i], "stream") == 0) stream = rq_request_set_body_callback != NULL;
+        else if (strcmp(argv[i], "refill") == 0) refill = 1;
+        else usage = 1;
+    }
+    if (usage) {
+        fprintf(stderr, "usage: %s threaded|dispatch URL N K [stream] [refill]\n", argv[0]);
         return 2;
     }
-    int stream = argc == 6 && rq_request_set_body_callback != NULL;
     int dispatch = strcmp(argv[1], "dispatch") == 0;
-    const char *url = argv[2];
+    url = argv[2];
     long n = bench_count(argv[3], "N"), k = bench_count(argv[4], "K");
+    total = n;
 
     struct bench_clock clock;
     bench_start(&clock);
@@ -75,14 +101,7 @@ int main(int argc, char **argv) {
     check(rq_queue_new(dispatch ? RQ_DELIVERY_DISPATCH : RQ_DELIVERY_THREADED, &queue), "rq_queue_new");
     check(rq_queue_set_max_concurrent(queue, (size_t)k), "rq_queue_set_max_concurrent");
     check(rq_queue_set_duplicates(queue, RQ_DUPLICATES_ALLOW), "rq_queue_set_duplicates");
-    for (long i = 0; i < n; i++) {
-        rq_request *request;
-        check(rq_request_new(url, &request), "rq_request_new");
-        check(rq_request_set_completion(request, on_done, NULL, NULL), "rq_request_set_completion");
-        if (stream) check(rq_request_set_body_callback(request, on_data), "rq_request_set_body_callback");
-        check(rq_add(queue, request), "rq_add");
-        check(rq_request_free(request), "rq_request_free");
-    }
+    for (long i = 0; i < (refill && k < n ? k : n); i++) add_one(queue);
     if (dispatch) {
         int fd;
         check(rq_queue_get_fd(queue, &fd), "rq_queue_get_fd");
@@ -95,6 +114,8 @@ int main(int argc, char **argv) {
             check(rq_queue_dispatch(queue, 0, NULL), "rq_queue_dispatch");
         }
     } else {
+        /* refill: a callback adds the next request before it returns, so the queue is idle only
+         * after the last one. */
         check(rq_queue_wait_idle(queue, -1), "rq_queue_wait_idle");
     }
     long done = atomic_load(&completed), ok = atomic_load(&succeeded);

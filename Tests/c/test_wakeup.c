@@ -1,0 +1,174 @@
+/*
+ * test_wakeup.c: no add is left waiting for the engine. Eight sources each keep one request in
+ * flight (K = 1 each), on a queue whose limit lets every add go straight to the engine: four
+ * chains, where each completion callback adds the chain's next request, and four plain threads
+ * that add one, wait for its completion, and add the next. The engine thread keeps going idle and
+ * blocking while adds arrive from the delivering thread and from the others. An add that finds
+ * the engine awake, or already woken, does not wake it; one that raced with the engine going to
+ * sleep and was not seen would leave its request waiting, and an idle engine blocks until woken:
+ * the test would hang there. It runs in both delivery modes and checks that every request
+ * completes, with status 200 and the right body, and (with_fixture.py) that the server saw each
+ * exactly once. A watchdog turns a hang into a failure that says how many completed.
+ * Then, with a single file descriptor left to the process (too few for libcurl's wake-up socket
+ * pair), rq_queue_new must either fail with RQ_ERR_SYSTEM or give a queue whose engine can be
+ * woken: a request added to it once descriptors are back completes.
+ *
+ *   test_wakeup BASE_URL
+ */
+#include "rqtest.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/resource.h>
+
+enum { CHAINS = 4, ADDERS = 4, PER_SOURCE = 200, TOTAL = (CHAINS + ADDERS) * PER_SOURCE };
+
+/* A source of requests: a chain (its completion callback adds the next) or an adder thread. */
+struct source {
+    int chain;
+    atomic_int added; /* chain: requests added so far */
+    sem_t done;       /* adder: posted by the completion of its request */
+};
+
+static const char *base;
+static rq_queue *queue;
+static atomic_int completed, failed;
+static struct source sources[CHAINS + ADDERS];
+static int mode_index; /* tells the server's log entries of the two runs apart */
+
+static void on_done(void *context, rq_request *request, const rq_response *response);
+
+/* Adds one GET for 16 bytes on behalf of `source`. */
+static void add_request(struct source *source) {
+    char *url = rqt_url(base, "/bytes?n=16&wakeup=%d-%d", mode_index, (int)(source - sources));
+    rq_request *request;
+    CHECK_OK(rq_request_new(url, &request));
+    CHECK_OK(rq_request_set_completion(request, on_done, source, NULL));
+    CHECK_OK(rq_add(queue, request));
+    CHECK_OK(rq_request_free(request));
+    free(url);
+}
+
+static void on_done(void *context, rq_request *request, const rq_response *response) {
+    struct source *source = context;
+    size_t size = 0;
+    const uint8_t *body = rq_response_body(response, &size);
+    (void)request;
+    if (rq_response_outcome(response) != RQ_OUTCOME_OK || rq_response_status(response) != 200 ||
+        size != 16 || memcmp(body, "abcdefghijklmnop", 16) != 0) {
+        fprintf(stderr, "request failed: %s (status %d, %zu bytes)\n", rq_response_error_message(response),
+                rq_response_status(response), size);
+        atomic_fetch_add(&failed, 1);
+    }
+    atomic_fetch_add(&completed, 1);
+    if (!source->chain)
+        CHECK(sem_post(&source->done) == 0, "sem_post");
+    else if (atomic_fetch_add(&source->added, 1) < PER_SOURCE)
+        add_request(source);
+}
+
+static void *adder(void *arg) {
+    struct source *source = arg;
+    for (int i = 0; i < PER_SOURCE; i++) {
+        add_request(source);
+        while (sem_wait(&source->done) != 0) CHECK(errno == EINTR, "sem_wait");
+    }
+    return NULL;
+}
+
+static void run(rq_delivery delivery, const char *name) {
+    atomic_store(&completed, 0);
+    atomic_store(&failed, 0);
+    CHECK_OK(rq_queue_new(delivery, &queue));
+    CHECK_OK(rq_queue_set_max_concurrent(queue, CHAINS + ADDERS));
+    CHECK_OK(rq_queue_set_duplicates(queue, RQ_DUPLICATES_ALLOW));
+    for (int c = 0; c < CHAINS; c++) {
+        sources[c].chain = 1;
+        atomic_store(&sources[c].added, 1);
+        add_request(&sources[c]);
+    }
+    pthread_t threads[ADDERS];
+    for (int i = 0; i < ADDERS; i++) {
+        CHECK(sem_init(&sources[CHAINS + i].done, 0, 0) == 0, "sem_init");
+        CHECK(pthread_create(&threads[i], NULL, adder, &sources[CHAINS + i]) == 0, "pthread_create");
+    }
+    /* Dispatch mode runs the callbacks here, in rq_queue_wait_idle: wait in slices so that the
+     * chains go on while the adders add, until everything completed or the watchdog fires. */
+    double deadline = rqt_now() + WATCHDOG_SECONDS;
+    while (atomic_load(&completed) < TOTAL) {
+        if (rqt_now() > deadline)
+            FAIL("%s: %d of %d requests completed after %.0f s: an add was not seen by the engine", name,
+                 atomic_load(&completed), TOTAL, WATCHDOG_SECONDS);
+        rq_result rc = rq_queue_wait_idle(queue, 0.05);
+        if (rc != RQ_OK && rc != RQ_ERR_TIMED_OUT) FAIL("%s: rq_queue_wait_idle: %s", name, rq_result_str(rc));
+    }
+    for (int i = 0; i < ADDERS; i++) {
+        CHECK(pthread_join(threads[i], NULL) == 0, "pthread_join");
+        CHECK(sem_destroy(&sources[CHAINS + i].done) == 0, "sem_destroy");
+    }
+    CHECK_OK(rq_queue_wait_idle(queue, WATCHDOG_SECONDS));
+    CHECK(atomic_load(&completed) == TOTAL, "%s: %d completions for %d requests", name, atomic_load(&completed),
+          TOTAL);
+    CHECK(atomic_load(&failed) == 0, "%s: %d requests failed", name, atomic_load(&failed));
+    CHECK_OK(rq_queue_free(queue));
+    printf("%s: %d requests completed\n", name, TOTAL);
+}
+
+static atomic_int short_done;
+
+static void on_short_done(void *context, rq_request *request, const rq_response *response) {
+    (void)context;
+    (void)request;
+    CHECK(rq_response_outcome(response) == RQ_OUTCOME_OK && rq_response_status(response) == 200,
+          "descriptor shortage: the request failed: %s", rq_response_error_message(response));
+    atomic_store(&short_done, 1);
+}
+
+/* rq_queue_new with one descriptor free. */
+static void run_with_one_descriptor_left(void) {
+    enum { LIMIT = 1024 };
+    static int hoard[LIMIT];
+    struct rlimit saved, low;
+    CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0, "getrlimit");
+    low = saved;
+    if (low.rlim_cur > LIMIT) low.rlim_cur = LIMIT;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+    int null = open("/dev/null", O_RDONLY), count = 0, fd;
+    CHECK(null >= 0, "open /dev/null");
+    while (count < LIMIT && (fd = dup(null)) >= 0) hoard[count++] = fd;
+    CHECK(count > 0 && count < LIMIT && errno == EMFILE, "could not use up the descriptors (%d)", count);
+    close(hoard[--count]);
+    rq_queue *q = NULL;
+    rq_result rc = rq_queue_new(RQ_DELIVERY_THREADED, &q);
+    while (count > 0) close(hoard[--count]);
+    close(null);
+    CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0, "setrlimit");
+    if (rc != RQ_OK) {
+        CHECK_RC(rc, RQ_ERR_SYSTEM);
+        printf("one descriptor left: rq_queue_new gave RQ_ERR_SYSTEM\n");
+        return;
+    }
+    /* A queue was made: its engine, idle by now, must still be woken by an add. */
+    char *url = rqt_url(base, "/bytes?n=16&wakeup=shortage");
+    rq_request *request;
+    CHECK_OK(rq_request_new(url, &request));
+    CHECK_OK(rq_request_set_completion(request, on_short_done, NULL, NULL));
+    CHECK_OK(rq_add(q, request));
+    CHECK_OK(rq_request_free(request));
+    free(url);
+    WAIT_FOR(atomic_load(&short_done), "descriptor shortage: the request never completed (engine not woken)");
+    CHECK_OK(rq_queue_free(q));
+    printf("one descriptor left: the queue works\n");
+}
+
+int main(int argc, char **argv) {
+    base = rqt_base_url(argc, argv);
+    mode_index = 0;
+    run(RQ_DELIVERY_THREADED, "threaded");
+    mode_index = 1;
+    run(RQ_DELIVERY_DISPATCH, "dispatch");
+    run_with_one_descriptor_left();
+    printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
+    return 0;
+}
