@@ -845,6 +845,45 @@ RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn
 /* (The collected body of a non-2xx response to a streaming request is kept to 1 MiB: see "What a
  * server sends".) */
 
+/** The head of a response: `head` has the status, headers and effective URL of the response, as
+ *  `rq_response_status`, `rq_response_header*` and `rq_response_url` read them, and an empty body
+ *  (its outcome is RQ_OUTCOME_OK, or RQ_OUTCOME_HTTP_STATUS for a status of 400 or more, as the
+ *  completion would say; its metrics are all "does not apply"). It is borrowed for the call;
+ *  `rq_response_retain` keeps it, as it does a completion's response. */
+typedef void (*rq_head_fn)(void *context, rq_request *request, const rq_response *head);
+
+/** Calls `fn` (NULL removes it) with the head of the final response of each attempt, as soon as
+ *  its headers have arrived: the status and headers can be used before the body ends (a large or
+ *  endless streamed body, a server that holds the body back). Works with or without a body
+ *  callback or output file.
+ *
+ *  - Which responses: the one that ends the attempt's exchange with the server. Not a 1xx
+ *    response, not a redirect that is followed (a 3xx with a Location when redirects are on and
+ *    their maximum is not reached; such a redirect that then fails gives no head either), not a
+ *    401 answered by libcurl with the request's credentials or by the authentication handler with
+ *    a credential. Any other status gives a head: a 2xx, a 3xx not followed, a 404, a 503 about to
+ *    be retried. A 401 gives its head only once the attempt ended (its body has arrived) and
+ *    nothing answered it: the handler's `rq_auth_continue_without`, no handler, a retry. An
+ *    attempt that ends before the headers of such a response were complete (connection refused, a
+ *    timeout, a reply that is not HTTP) gives no head.
+ *  - Order: on the same thread as the other callbacks (the queue's delivery thread, or inside
+ *    `rq_queue_dispatch`), each attempt's head before that attempt's body pieces
+ *    (`rq_request_set_body_callback`), and everything before the completion. Body pieces follow
+ *    only for a 2xx: the body of any other status is collected into the completion's response as
+ *    usual (kept to 1 MiB for a streaming request: see "What a server sends"), so after a
+ *    non-2xx head the next call is the completion (or, when that attempt is retried, the next
+ *    attempt's head).
+ *  - Retries: each attempt that received a final response gives its own head, then its pieces from
+ *    offset 0. A request thus sees head, pieces, head, pieces, ..., completion.
+ *  - Cancellation: after `rq_cancel` (or a body callback that returns non-zero), a head received
+ *    before the cancel may still be delivered, before the completion; none comes after it.
+ *  - RQ_DUPLICATES_COALESCE: each request sharing a transfer that has a head callback gets the
+ *    head, with its own context. A request with a head callback shares only the transfer of a
+ *    request that has not started yet (otherwise it is added as an independent request), so that
+ *    it never misses the head.
+ *  Errors: RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_head_callback(rq_request *request, rq_head_fn fn);
+
 /** Writes the body into the file at `path` (copied; a relative path is taken from the working
  *  directory when the request runs) instead of collecting it. The queue's engine thread writes
  *  each piece as it arrives, so memory stays bounded whatever the size. NULL removes the setting.

@@ -37,3 +37,10 @@ private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq
         return RQ_OK
     }
 }
+
+@c @implementation public func rq_request_set_head_callback(_ pointer: OpaquePointer?, _ fn: rq_head_fn?) -> rq_result {
+    configureRequest(pointer) { r in
+        r.headCallback = fn
+        return RQ_OK
+    }
+}

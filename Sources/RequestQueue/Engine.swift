@@ -341,6 +341,10 @@ final class Engine: @unchecked Sendable {
         queue.progress(request, generation: generation, upload: upload, done: done, total: total)
     }
 
+    func postHead(_ request: Request, _ generation: UInt64, _ make: () -> Response) {
+        queue.postHead(request, generation: generation, make)
+    }
+
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
     func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk) -> Bool {
         queue.postChunk(request, generation: generation, chunk)

@@ -21,6 +21,8 @@ final class Queue: @unchecked Sendable {
         case completion(Request, Response)
         /// A piece of a streamed body (Streaming.swift).
         case chunk(Request, StreamChunk)
+        /// The head of an attempt's final response ("Response heads" in include/requestqueue.h).
+        case head(Request, Response)
     }
 
     enum Duplicates {
@@ -233,7 +235,8 @@ final class Queue: @unchecked Sendable {
             let key = duplicatesMode == .allow ? nil : request.duplicateKey
             if duplicatesMode == .coalesce, let key, ["GET", "HEAD", "OPTIONS"].contains(request.method),
                !request.streamsBody,
-               let leaderID = scheduler.ids(withKey: key).first, let leader = active[leaderID], !leader.streamsBody {
+               let leaderID = scheduler.ids(withKey: key).first, let leader = active[leaderID], !leader.streamsBody,
+               request.headCallback == nil || scheduler.placement(of: leaderID) != .running {
                 // Share the transfer of an equal request already waiting or running.
                 request.leader = leader
                 leader.followers.append(request)
@@ -350,12 +353,14 @@ final class Queue: @unchecked Sendable {
                 postLocked(.challenge(request, challenge, failures: request.rejectedCredentials))
                 return nil
             case .retry(let delay):
+                if let head = response.deferredHead { postHeadLocked(request, head) }
                 // The attempt is counted when it starts (`retryDue`): a request cancelled during
                 // the delay reports the attempts made.
                 request.generation &+= 1
                 stats.retried += 1
                 return (delay, request.generation)
             case .complete:
+                if let head = response.deferredHead { postHeadLocked(request, head) }
                 completeLocked(request, response, stopTransfer: false)
                 startStartableLocked()
                 return nil
@@ -402,6 +407,22 @@ final class Queue: @unchecked Sendable {
         }
     }
 
+    /// Posts the head of the current attempt's final response to the request and to those
+    /// sharing its transfer that have a head callback; `make` runs only when one has.
+    func postHead(_ request: Request, generation: UInt64, _ make: () -> Response) {
+        monitor.withLock {
+            guard request.state == .running, request.generation == generation,
+                  (!request.detached && request.headCallback != nil) || request.followers.contains(where: { $0.headCallback != nil })
+            else { return }
+            postHeadLocked(request, make())
+        }
+    }
+
+    private func postHeadLocked(_ request: Request, _ head: Response) {
+        if !request.detached, request.headCallback != nil { postLocked(.head(request, head)) }
+        for follower in request.followers where follower.headCallback != nil { postLocked(.head(follower, head)) }
+    }
+
     func progress(_ request: Request, generation: UInt64, upload: Bool, done: Int64, total: Int64) {
         monitor.withLock {
             guard request.state == .running, request.generation == generation else { return }
@@ -426,6 +447,7 @@ final class Queue: @unchecked Sendable {
                 request.generation &+= 1
                 engine.send(.start(request, request.generation))
             case .continueWithout:
+                if let head = challenge.response.deferredHead { postHeadLocked(request, head) }
                 completeLocked(request, challenge.response, stopTransfer: false)
                 startStartableLocked()
             case .cancel:
@@ -606,6 +628,10 @@ final class Queue: @unchecked Sendable {
             deliverCompletion(request, response)
         case let .chunk(request, chunk):
             deliverChunk(request, chunk)
+        case let .head(request, head):
+            if !request.completionDelivered, let fn = request.headCallback {
+                fn(request.context, request.pointer, OpaquePointer(Unmanaged.passUnretained(head).toOpaque()))
+            }
         }
         CallbackContext.currentQueue = previous
         // Before the count drops (`delivered`): whoever waits for it (rq_queue_free, wait_idle)

@@ -104,6 +104,8 @@ final class Request: @unchecked Sendable {
     var caFile: CString?
     // Streaming (body chunks or file).
     var bodyCallback: rq_data_fn?
+    /// Called with the head (status, headers, URL) of each attempt's final response ("Response heads" in include/requestqueue.h).
+    var headCallback: rq_head_fn?
     /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
     var outputPath: [CChar]?
     var outputResume = false

@@ -32,6 +32,9 @@ final class Response: @unchecked Sendable {
     let uploadTotal: Int64
     /// Figures of the last attempt (`rq_response_metrics`); set before the response is posted.
     var metrics = Metrics.none
+    /// The head of a 401 that ended the attempt, posted only if no authentication answers it
+    /// (see `Transfer.headEnded`); set before the response is posted.
+    var deferredHead: Response?
 
     /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
     /// header lines are copied after it.

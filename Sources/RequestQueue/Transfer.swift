@@ -38,6 +38,10 @@ final class Transfer {
     private var openedSocket: Int32 = -1
     /// Whether the headers of the response being received are not complete yet.
     private var awaitingHeaders = true
+    /// Whether the end of the current response's headers was handled (`headEnded`), and whether
+    /// its head waits for the end of the attempt (a 401).
+    private var headHandled = false
+    private var headDeferred = false
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -159,6 +163,8 @@ final class Transfer {
         socket = -1
         openedSocket = -1
         awaitingHeaders = true
+        headHandled = false
+        headDeferred = false
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
@@ -350,6 +356,8 @@ final class Transfer {
             headers.removeAll()
             sink = .undecided
             awaitingHeaders = true
+            headHandled = false
+            headDeferred = false
             guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
                 status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
@@ -364,7 +372,10 @@ final class Transfer {
         // The blank line ends the headers: the body's destination is known now. (After a 1xx
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
-            if !(100...199).contains(status) { awaitingHeaders = false }
+            if !(100...199).contains(status) {
+                awaitingHeaders = false
+                headEnded(request)
+            }
             return sink != .undecided || decideSink(request)
         }
         if let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
@@ -379,6 +390,42 @@ final class Transfer {
             return false
         }
         return true
+    }
+
+    /// The headers of a response other than a 1xx ended (called once per response: trailers end
+    /// with a blank line too). Its head goes to the head callback now, before any body piece,
+    /// unless libcurl follows it (a redirect), or it is a 401, which an authentication may answer
+    /// (libcurl's own, on this transfer, or the authentication handler, once the attempt ended):
+    /// its head is then made at the end of the attempt and posted only if nothing answered it.
+    private func headEnded(_ request: Request) {
+        guard !headHandled else { return }
+        headHandled = true
+        if (300...399).contains(status), followsRedirect(request) { return }
+        if status == 401 {
+            headDeferred = true
+            return
+        }
+        engine.postHead(request, generation) { head(for: request) }
+    }
+
+    /// Whether libcurl follows the current 3xx response: redirects are on, it has a Location and
+    /// the maximum number of redirects is not reached (as libcurl decides).
+    private func followsRedirect(_ request: Request) -> Bool {
+        guard request.maxRedirects > 0,
+              let location = HeaderLines.value(named: "Location", in: headers.bytes),
+              location.contains(where: { $0 != " " && $0 != "\t" && $0 != "\r" && $0 != "\n" }) else { return false }
+        var count = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &count)
+        return count < request.maxRedirects
+    }
+
+    /// The head of the current response: its status, headers and URL, no body.
+    private func head(for request: Request) -> Response {
+        var effective: UnsafeMutablePointer<CChar>?
+        _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        return Response(outcome: status >= 400 ? .httpStatus : .ok, status: status, headers: headers.bytes,
+                        url: effective.map { String(cString: $0) } ?? request.url.string,
+                        message: status >= 400 ? "The server returned a \(status) error" : "", attempts: request.attempts)
     }
 
     /// Refuses the server's reply: the attempt ends with RQ_OUTCOME_BAD_RESPONSE and `message`.
@@ -613,6 +660,7 @@ final class Transfer {
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
+        if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
                                    received: received)
         return response

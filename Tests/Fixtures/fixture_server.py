@@ -20,6 +20,7 @@ Control (not recorded):
   GET  /_/log                      {"requests": [...], "peak", "inflight", "peaks", "inflights"}
   POST|GET /_/clear                reset log, seq, peaks, flaky counters, extra listeners
   GET  /_/refuse-then-accept?after=S   {"port": P}; P starts listening after S s (default 1)
+  GET  /_/release?key=K            lets the /hold requests of key K send the rest of their body
 Recorded (any method; common params: delay=S, header=Name:Value (repeat),
 id=..., group=...):
   /bytes?n=N&status=C&chunked=1&chunk=K&rate=B   N pattern bytes
@@ -47,6 +48,10 @@ id=..., group=...):
                                    "X-Trickle-<i>: x" (B ignored), never a blank line;
                                    where=line: the status line, then one endless header line
                                    sent B bytes at a time
+  /hold?key=K&n=N&first=F&status=C   head (status C, default 200, Content-Length N), the first
+                                   F bytes (default 0), then nothing until /_/release?key=K
+                                   (then the rest) or until the client leaves (the request's
+                                   log entry then has "client_gone": true)
   /flaky?key=K&fail=F&mode=M&n=N&code=C&retry_after=V&s=S
                                    first F requests per key fail (mode reset|status|
                                    truncated|stall), then 200 with N bytes (ranges=1 as
@@ -118,6 +123,7 @@ class State:
         self.inflight = 0
         self.group_inflight = {}
         self.listeners = []
+        self.holds = {}  # key -> threading.Event set by /_/release
         self._reset()
 
     def _reset(self):  # caller holds the lock (or is __init__)
@@ -154,6 +160,10 @@ class State:
     def update(self, entry, **fields):
         with self.lock:
             entry.update(fields)
+
+    def hold_event(self, key):
+        with self.lock:
+            return self.holds.setdefault(key, threading.Event())
 
     def flaky_attempt(self, key):
         with self.lock:
@@ -421,6 +431,9 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/_/clear":
             self.state.clear()
             self.send_json({"ok": True})
+        elif path == "/_/release":
+            self.state.hold_event(self.q("key", "")).set()
+            self.send_json({"ok": True})
         elif path == "/_/refuse-then-accept":
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
@@ -488,6 +501,8 @@ class Handler(BaseHTTPRequestHandler):
             self.flaky()
         elif path == "/trickle":
             self.trickle()
+        elif path == "/hold":
+            self.hold()
         else:
             self.send(404, "not found")
 
@@ -519,6 +534,20 @@ class Handler(BaseHTTPRequestHandler):
             if self.client_gone(every):
                 return
         self.done()
+
+    def hold(self):
+        n = self.q("n", 1000, int)
+        first = min(n, self.q("first", 0, int))
+        released = self.state.hold_event(self.q("key", ""))
+        self.close_connection = True
+        head = self.head(self.q("status", 200, int), [("Content-Type", "application/octet-stream")], length=n)
+        self.wfile.write(head + pattern(0, first))
+        self.wfile.flush()
+        while not released.is_set():
+            if self.client_gone(0.05):
+                self.state.update(self.entry, client_gone=True)
+                return
+        self.emit(b"", [pattern(first, n - first)])
 
     def client_gone(self, seconds):
         """Wait `seconds`; True as soon as the client closes the connection."""

@@ -60,6 +60,8 @@ final class Fixture: @unchecked Sendable {
         let end: Double?
         let headers: [String: String]
         let bodyLength: Int
+        /// A /hold request whose client left before the body was released.
+        var clientGone = false
     }
 
     struct Log {
@@ -75,7 +77,8 @@ final class Fixture: @unchecked Sendable {
         let entries = requests.filter { ($0["group"] as? String) == group }.map { r in
             Entry(seq: r["seq"] as? Int ?? 0, path: r["path"] as? String ?? "", id: r["id"] as? String,
                   method: r["method"] as? String ?? "", start: r["start"] as? Double ?? 0, end: r["end"] as? Double,
-                  headers: r["headers"] as? [String: String] ?? [:], bodyLength: r["body_len"] as? Int ?? 0)
+                  headers: r["headers"] as? [String: String] ?? [:], bodyLength: r["body_len"] as? Int ?? 0,
+                  clientGone: r["client_gone"] as? Bool ?? false)
         }
         return Log(entries: entries, peaks: json["peaks"] as? [String: Int] ?? [:])
     }
@@ -329,6 +332,18 @@ final class StreamLog: @unchecked Sendable {
         var callsAtCompletion: Int?
         var metrics: rq_metrics?
         var metricsResult: rq_result?
+        /// The heads received (rq_request_set_head_callback), and the order of the callbacks:
+        /// "head <status>", "chunk" (one entry for consecutive chunks), "done".
+        var heads: [Head] = []
+        var sequence: [String] = []
+    }
+
+    struct Head {
+        let status: Int
+        let url: String
+        let headers: [String: String]
+        let bodySize: Int
+        let outcome: rq_outcome
     }
 
     private let lock = NSLock()
@@ -339,6 +354,32 @@ final class StreamLog: @unchecked Sendable {
     var onChunk: ((String, Stream) -> Int32)?
     /// Runs inside the completion callback with the borrowed response, before it is recorded.
     var onResponse: ((String, OpaquePointer?) -> Void)?
+
+    /// Runs after each head is recorded (tag, stream so far), with the borrowed head.
+    var onHead: ((String, Stream, OpaquePointer?) -> Void)?
+
+    fileprivate func recordHead(_ tag: String, _ response: OpaquePointer?) {
+        var size = 0
+        _ = rq_response_body(response, &size)
+        var headers: [String: String] = [:]
+        for i in 0..<rq_response_header_count(response) {
+            var name: UnsafePointer<CChar>?
+            var value: UnsafePointer<CChar>?
+            if rq_response_header_at(response, i, &name, &value) == RQ_OK, let name, let value {
+                headers[String(cString: name).lowercased()] = String(cString: value)
+            }
+        }
+        let head = Head(status: Int(rq_response_status(response)), url: String(cString: rq_response_url(response)),
+                        headers: headers, bodySize: size, outcome: rq_response_outcome(response))
+        lock.lock()
+        var s = streams[tag] ?? Stream()
+        s.heads.append(head)
+        s.sequence.append("head \(head.status)")
+        streams[tag] = s
+        let hook = onHead
+        lock.unlock()
+        hook?(tag, s, response)
+    }
 
     func stream(_ tag: String) -> Stream { lock.lock(); defer { lock.unlock() }; return streams[tag] ?? Stream() }
 
@@ -356,6 +397,7 @@ final class StreamLog: @unchecked Sendable {
         s.count = offset + UInt64(data.count)
         s.totalReceived += UInt64(data.count)
         s.calls += 1
+        if s.sequence.last != "chunk" { s.sequence.append("chunk") }
         s.threads.insert(UInt(bitPattern: Int(pthread_self())))
         streams[tag] = s
         let hook = onChunk
@@ -371,6 +413,7 @@ final class StreamLog: @unchecked Sendable {
         lock.lock()
         var s = streams[tag] ?? Stream()
         s.callsAtCompletion = s.calls
+        s.sequence.append("done")
         s.metrics = rc == RQ_OK ? m : nil
         s.metricsResult = rc
         streams[tag] = s
@@ -395,7 +438,7 @@ extension Recorder {
 
     /// Like `request`, with a completion that also records the metrics (and runs
     /// `streams.onResponse`), and with the body streamed to `streams` when `body` is true.
-    func streamingRequest(_ url: String, tag: String, body: Bool = true, progress: Bool = false,
+    func streamingRequest(_ url: String, tag: String, body: Bool = true, progress: Bool = false, head: Bool = false,
                           configure: (OpaquePointer?) -> Void = { _ in }) throws -> OpaquePointer? {
         var r: OpaquePointer?
         let rc = rq_request_new(url, &r)
@@ -405,9 +448,15 @@ extension Recorder {
         #expect(rq_request_set_completion(r, onDoneWithMetrics, box, onFinalize) == RQ_OK)
         if body { #expect(rq_request_set_body_callback(r, onData) == RQ_OK) }
         if progress { #expect(rq_request_set_download_progress(r, onDownload) == RQ_OK) }
+        if head { #expect(rq_request_set_head_callback(r, onHead) == RQ_OK) }
         configure(r)
         return r
     }
+}
+
+private let onHead: rq_head_fn = { context, _, response in
+    guard let t = tagged(context) else { return }
+    t.recorder.streams.recordHead(t.tag, response)
 }
 
 private let onData: rq_data_fn = { context, _, data, size, offset in

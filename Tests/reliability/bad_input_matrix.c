@@ -933,6 +933,10 @@ static int data_sink(void *context, rq_request *request, const uint8_t *data, si
     return 0;
 }
 
+static void head_sink(void *context, rq_request *request, const rq_response *head) {
+    (void)context, (void)request, (void)head;
+}
+
 static void rows_request_extras(void) {
     rq_request *r = new_request(), *freed = new_request(), *frozen = new_request();
     CHECK_OK(rq_request_free(freed));
@@ -1018,6 +1022,13 @@ static void rows_request_extras(void) {
     ROW(rq_request_set_body_callback, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_set_body_callback(freed, data_sink));
     ROW(rq_request_set_body_callback, FOREIGN, "a heap block", RQ_ERR_INVALID_HANDLE, rq_request_set_body_callback(heap_block, data_sink));
     ROW(rq_request_set_body_callback, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN, rq_request_set_body_callback(frozen, data_sink));
+
+    ROW(rq_request_set_head_callback, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, rq_request_set_head_callback(NULL, head_sink));
+    ROW(rq_request_set_head_callback, VALID, "fn set", RQ_OK, rq_request_set_head_callback(r, head_sink));
+    ROW(rq_request_set_head_callback, VALID, "fn NULL (removes)", RQ_OK, rq_request_set_head_callback(r, NULL));
+    ROW(rq_request_set_head_callback, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_set_head_callback(freed, head_sink));
+    ROW(rq_request_set_head_callback, FOREIGN, "a heap block", RQ_ERR_INVALID_HANDLE, rq_request_set_head_callback(heap_block, head_sink));
+    ROW(rq_request_set_head_callback, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN, rq_request_set_head_callback(frozen, head_sink));
 
     char path[512];
     snprintf(path, sizeof path, "%s/never-written.bin", tmpdir);

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import pytest
 
@@ -227,3 +228,119 @@ def test_echo_json_roundtrip(server):
         echo = client.post(server.url("/echo"), json={"k": [1, 2]}).json()
     assert json.loads(echo["body"]) == {"k": [1, 2]}
     assert echo["headers"]["content-type"] == "application/json"
+
+
+# -- streamed bodies: the response comes with the head, its body as it arrives -------------------------
+
+def _entry_when(server, uid, condition):
+    """The server's log entry of request id=uid once `condition(entry)` holds (fails after 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        entries = server.requests(id=uid)
+        if entries and condition(entries[0]):
+            return entries[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server's entry of {uid} never matched: {entries}")
+        time.sleep(0.01)
+
+
+def test_client_stream_returns_the_head_while_the_server_holds_the_body(server, uid):
+    url = server.url(f"/hold?key={uid}&n=100000&first=10&id={uid}")
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with client.stream("GET", url) as response:
+            # The server has sent the head and 10 bytes, and holds the rest until released.
+            assert response.status_code == 200
+            assert response.headers["content-length"] == "100000"
+            pieces = response.iter_bytes()
+            assert next(pieces) == pattern(10)
+            assert server.requests(id=uid)[0]["end"] is None
+            server._get(f"/_/release?key={uid}")
+            rest = b"".join(pieces)
+    assert pattern(10) + rest == pattern(100000)
+
+
+def test_async_client_stream_returns_the_head_while_the_server_holds_the_body(server, uid):
+    async def main():
+        url = server.url(f"/hold?key={uid}&n=100000&first=10&id={uid}")
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            async with client.stream("GET", url) as response:
+                assert response.status_code == 200
+                assert response.headers["content-length"] == "100000"
+                pieces = response.aiter_bytes()
+                first = await pieces.__anext__()
+                assert first == pattern(10)
+                assert server.requests(id=uid)[0]["end"] is None
+                await asyncio.get_running_loop().run_in_executor(None, server._get, f"/_/release?key={uid}")
+                return first + b"".join([piece async for piece in pieces])
+
+    assert run(main()) == pattern(100000)
+
+
+def test_closing_a_streamed_response_early_cancels_the_request(server, uid):
+    url = server.url(f"/hold?key={uid}&n=100000&first=10&id={uid}")
+    transport = rqx.HTTPTransport()
+    with httpx.Client(transport=transport) as client:
+        with client.stream("GET", url) as response:
+            assert response.status_code == 200
+        # Left without reading the body: the request is cancelled and the connection closed.
+        assert _entry_when(server, uid, lambda e: e.get("client_gone"))["client_gone"] is True
+        assert transport.queue.stats.cancelled == 1
+
+
+def test_async_closing_a_streamed_response_early_cancels_the_request(server, uid):
+    async def main():
+        url = server.url(f"/hold?key={uid}&n=100000&first=10&id={uid}")
+        transport = rqx.AsyncHTTPTransport()
+        async with httpx.AsyncClient(transport=transport) as client:
+            async with client.stream("GET", url) as response:
+                assert response.status_code == 200
+                async for piece in response.aiter_bytes():
+                    assert piece == pattern(10)
+                    break
+            await asyncio.get_running_loop().run_in_executor(
+                None, _entry_when, server, uid, lambda e: e.get("client_gone"))
+            return transport.queue.stats.cancelled
+
+    assert run(main()) == 1
+    assert server.requests(id=uid)[0]["client_gone"] is True
+
+
+def test_an_endless_body_is_read_as_it_arrives(server, uid):
+    # /trickle without n= sends 1000-byte pieces until the client leaves.
+    url = server.url(f"/trickle?every=0.001&size=1000&id={uid}")
+    received = 0
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with client.stream("GET", url) as response:
+            assert response.status_code == 200
+            for piece in response.iter_bytes():
+                received += len(piece)
+                if received >= 50000:
+                    break
+    assert received >= 50000
+    _entry_when(server, uid, lambda e: e["end"] is not None)
+
+
+def test_a_retried_status_is_not_returned_and_the_final_body_streams(server, uid):
+    url = server.url(f"/flaky?key={uid}&fail=1&mode=status&code=503&n=3000&id={uid}")
+    transport = rqx.HTTPTransport(retry=True, retry_statuses=[503], retry_delay=0.01)
+    with httpx.Client(transport=transport) as client:
+        response = client.get(url)
+    assert response.status_code == 200 and response.headers["x-attempt"] == "2"
+    assert response.content == pattern(3000)
+
+
+def test_an_error_status_comes_with_its_whole_body(server, uid):
+    async def main():
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            async with client.stream("GET", server.url(f"/bytes?n=2000&status=404&id={uid}")) as response:
+                return response.status_code, await response.aread()
+
+    assert run(main()) == (404, pattern(2000))
+
+
+def test_a_connection_lost_after_the_head_raises_while_reading(server, uid):
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        with client.stream("GET", server.url(f"/truncated?n=10000&id={uid}")) as response:
+            assert response.status_code == 200
+            with pytest.raises(httpx.ReadError):
+                response.read()

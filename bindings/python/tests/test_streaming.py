@@ -203,6 +203,47 @@ def test_iter_bytes_needs_stream_and_the_right_queue(server, queue):
     assert b"".join(streamed.iter_bytes()) == b"a"
 
 
+def test_wait_head_gives_status_and_headers_before_the_body(server, queue, uid):
+    request = queue.add(server.url(f"/hold?key={uid}&n=5000&id={uid}"), stream=True)
+    assert request.head is None
+    head = request.wait_head()
+    assert head is request.head and not request.done()  # the server still holds the body
+    assert head.status == 200 and head.headers["content-length"] == "5000" and head.body == b""
+    assert head.url == server.url(f"/hold?key={uid}&n=5000&id={uid}")
+    server._get(f"/_/release?key={uid}")
+    assert b"".join(request.iter_bytes()) == pattern(5000)
+    # A redirect that is followed has no head; each attempt of a retried request has its own.
+    redirected = queue.add(server.url("/redirect/2"), stream=True)
+    assert b"".join(redirected.iter_bytes()) == b"redirected"
+    assert redirected.head.status == 200 and redirected.head.url == server.url("/redirect/0")
+    retried = queue.add(server.url(f"/flaky?key={uid}&fail=1&mode=status&code=503&n=10"), stream=True,
+                        retry=True, retry_statuses=[503], retry_delay=0.01)
+    assert retried.wait_head().status == 503
+    assert b"".join(retried.iter_bytes()) == pattern(10)
+    assert retried.head.status == 200 and retried.head.headers["x-attempt"] == "2"
+    # None when the request ended before any response.
+    failed = queue.add(server.url("/reset"), stream=True)
+    assert failed.wait_head() is None
+    with pytest.raises(rq.RequestError):
+        failed.result()
+    with pytest.raises(rq.InvalidStateError, match="stream=True"):
+        queue.add(server.url("/bytes?n=1")).wait_head()
+
+
+def test_await_head(server, uid):
+    async def main():
+        async with rq.AsyncQueue() as q:
+            request = q.add(server.url(f"/hold?key={uid}&n=5000&id={uid}"), stream=True)
+            head = await request.await_head()
+            assert head.status == 200 and not request.done()
+            await asyncio.get_running_loop().run_in_executor(None, server._get, f"/_/release?key={uid}")
+            assert b"".join([piece async for piece in request.aiter_bytes()]) == pattern(5000)
+            error = q.add(server.url("/status/404"), stream=True)
+            assert (await error.await_head()).status == 404
+
+    run(main())
+
+
 # -- aiter_bytes (AsyncQueue) ----------------------------------------------------------------------
 
 

@@ -72,6 +72,20 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal "", response.body
     end
 
+    def test_on_data_sees_status_and_headers_from_the_head_before_the_first_piece
+      seen = []
+      response = connection.get("/hold?key=rb-faraday&n=20000&first=100&id=rb-faraday") do |req|
+        req.options.on_data = proc do |chunk, size, env|
+          seen << [env.status, env.response_headers && env.response_headers["content-length"], size] if seen.empty?
+          # The server holds the rest of the body until the first piece has been seen.
+          Fixture.get_json("/_/release?key=rb-faraday") if size == chunk.bytesize
+        end
+      end
+      assert_equal [[200, "20000", 100]], seen
+      assert_equal 200, response.status
+      assert_equal "", response.body
+    end
+
     def test_status_errors_with_raise_error_middleware
       conn = connection { |f| f.response :raise_error }
       error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }

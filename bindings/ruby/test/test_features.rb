@@ -152,6 +152,40 @@ class TestFeatures < Minitest::Test
     assert_equal "status 404", response.body
   end
 
+  def test_on_head_comes_before_the_body_and_the_completion
+    events = []
+    response = fetch(url("/bytes?n=100000&chunked=1"), on_head: proc { |head| events << [:head, head] },
+                                                      on_body: proc { |_chunk, _offset| events << :chunk unless events.last == :chunk })
+    assert response.ok?
+    head = events.first[1]
+    assert_equal [:head, :chunk], [events[0][0], events[1]]
+    assert_equal 2, events.size
+    assert_equal 200, head.status
+    assert_equal "", head.body
+    assert_equal "chunked", head["transfer-encoding"]
+    # A followed redirect has no head of its own; a 404 has one (its body comes in the response).
+    heads = []
+    fetch(url("/redirect/2"), on_head: proc { |h| heads << [h.status, h.url] })
+    assert_equal [[200, url("/redirect/0")]], heads
+    heads.clear
+    assert_equal "status 404", fetch(url("/status/404"), on_head: proc { |h| heads << h.status }).body
+    assert_equal [404], heads
+  end
+
+  def test_on_head_arrives_while_the_server_holds_the_body
+    queue = new_queue
+    head = nil
+    response = nil
+    queue.add(url("/hold?key=rb-head&n=3000&id=rb-head"), on_head: proc { |h| head = h }) { |r| response = r }
+    dispatch_until(queue) { head }
+    assert_nil response
+    assert_nil logged("rb-head").first["end"]
+    Fixture.get_json("/_/release?key=rb-head")
+    queue.run
+    assert_equal 200, head.status
+    assert_equal pattern(3000), response.body
+  end
+
   def test_an_exception_in_on_body_cancels_the_request
     queue = new_queue
     response = nil

@@ -581,6 +581,12 @@ def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, res
     req._authenticate(challenge, int(failure_count), response)
 
 
+def _on_head(context: Any, request: Any, head: Any) -> None:
+    req = _live_request(context)
+    if req is not None:
+        req._head_arrived(head)
+
+
 def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> int:
     req = _live_request(context)
     if req is not None:
@@ -590,6 +596,7 @@ def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> i
 
 _completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
 _body_cb: Any = ffi.callback("rq_data_fn", _on_body, error=0, onerror=_unexpected)
+_head_cb: Any = ffi.callback("rq_head_fn", _on_head, onerror=_unexpected)
 _upload_cb: Any = ffi.callback("rq_progress_fn", _on_upload, onerror=_unexpected)
 _download_cb: Any = ffi.callback("rq_progress_fn", _on_download, onerror=_unexpected)
 _auth_cb: Any = ffi.callback("rq_auth_fn", _on_auth, onerror=_unexpected)
@@ -694,6 +701,8 @@ class Request:
     _handed_out = 0
     _iterating = 0
     _stream = False
+    # stream=True: the head of the current attempt's final response (see `head`).
+    _head: Optional[Response] = None
     # The callbacks given (see __init__), and the futures awaiting the request (a list once one does).
     _on_complete: Optional[CompleteCallback] = None
     _on_upload_progress: Optional[ProgressCallback] = None
@@ -772,6 +781,7 @@ class Request:
             self._stream = True
             self._chunks: Deque[Any] = collections.deque()
             self._chunk_waiters: List["asyncio.Future[None]"] = []
+            self._head_waiters: List["asyncio.Future[None]"] = []
 
         self.url = url
         self.method = method
@@ -907,6 +917,8 @@ class Request:
         if on_body is not None or stream:
             self._on_body = on_body
             self._call(lib.rq_request_set_body_callback, _body_cb, what="on_body")
+        if stream:
+            self._call(lib.rq_request_set_head_callback, _head_cb, what="stream")
 
     def __del__(self) -> None:
         # Runs inside the garbage collector: only queues the caller's handle for _drain. Never in
@@ -1018,6 +1030,58 @@ class Request:
         if not isinstance(queue, AsyncQueue):
             raise InvalidStateError(f"{self!r} belongs to a Queue: use `for ... in request.iter_bytes()`")
         return self._iter_async(queue)
+
+    @property
+    def head(self) -> Optional[Response]:
+        """For a ``stream=True`` request: the head of the response, as soon as its headers have
+        arrived, before its body (None until then): a :class:`Response` with the ``status``,
+        ``headers`` and ``url`` of the final response of the latest attempt (not of a redirect that
+        is followed, nor of a 401 answered by ``on_auth``), an empty ``body``, and ``outcome``
+        HTTP_STATUS for a status >= 400. A retried attempt replaces it with its own. See
+        :meth:`wait_head` / :meth:`await_head`."""
+        return self._head
+
+    def wait_head(self, timeout: Optional[float] = None) -> Optional[Response]:
+        """Waits (running the :class:`Queue`'s callbacks on this thread, at most `timeout`
+        seconds) until the head of the response of a ``stream=True`` request has arrived, or the
+        request has completed; returns :attr:`head`, None when the request completed without one
+        (it failed before a response's headers arrived: :meth:`result` raises why)."""
+        queue = self._stream_queue("wait_head")
+        if not isinstance(queue, Queue):
+            raise InvalidStateError(f"{self!r} belongs to an AsyncQueue: use `await request.await_head()`")
+        self._wait_head_sync(queue, None, timeout)
+        return self._head
+
+    async def await_head(self) -> Optional[Response]:
+        """The :meth:`wait_head` of a ``stream=True`` request added to an :class:`AsyncQueue`.
+        Cancelling the awaiting task cancels the request."""
+        queue = self._stream_queue("await_head")
+        if not isinstance(queue, AsyncQueue):
+            raise InvalidStateError(f"{self!r} belongs to a Queue: use request.wait_head()")
+        await self._wait_head_async(queue, None)
+        return self._head
+
+    def _wait_head_sync(self, queue: "Queue", previous: Optional[Response], timeout: Optional[float]) -> None:
+        """Until a head other than `previous` arrived, or the request settled."""
+        queue._run_until(lambda: self._head is not previous or self._settled, timeout, "wait_head")
+
+    async def _wait_head_async(self, queue: "AsyncQueue", previous: Optional[Response]) -> None:
+        while self._head is previous and not self._settled:
+            loop = asyncio.get_running_loop()
+            if loop is not queue._loop:
+                raise InvalidStateError(f"{self!r} runs in another event loop: await it there")
+            future: asyncio.Future[None] = loop.create_future()
+            self._head_waiters.append(future)
+            queue._update_reading()
+            try:
+                await future
+            except asyncio.CancelledError:
+                if not self._settled:
+                    self.cancel()
+                raise
+            finally:
+                if future in self._head_waiters:
+                    self._head_waiters.remove(future)
 
     def _stream_queue(self, what: str) -> "_QueueBase":
         if not self._stream:
@@ -1231,14 +1295,24 @@ class Request:
         if queue is not None:
             queue._chunk_arrived(self)
 
+    def _head_arrived(self, ptr: Any) -> None:
+        if not self._stream or not self._user_callbacks_allowed():
+            return
+        self._head = _copy_response(ptr)
+        self._wake(self._head_waiters)
+
     def _wake_chunk_waiters(self) -> None:
-        for future in self._chunk_waiters:
+        self._wake(self._chunk_waiters)
+
+    @staticmethod
+    def _wake(futures: "List[asyncio.Future[None]]") -> None:
+        for future in futures:
             if not future.done():
                 try:
                     future.set_result(None)
                 except RuntimeError:  # its loop is closed (interpreter exit)
                     pass
-        self._chunk_waiters.clear()
+        futures.clear()
 
     def _authenticate(self, handle: Any, failure_count: int, response_ptr: Any) -> None:
         challenge = AuthChallenge(self, handle, failure_count, _copy_response(response_ptr))
@@ -1288,6 +1362,7 @@ class Request:
         self._settled = True
         if self._stream:
             self._wake_chunk_waiters()
+            self._wake(self._head_waiters)
         if queue is not None:
             queue._finished(self)
 
@@ -1974,7 +2049,7 @@ class AsyncQueue(_QueueBase):
             # Never while a task awaits another request of this queue, or the queue itself: the
             # reader may be that task (awaiting inside its loop), which would then wait forever.
             paused = bool(self._backlogged) and not self._idle_waiters and not any(
-                r._waiters for r in self._live.values() if r not in self._backlogged)
+                r._waiters or (r._stream and r._head_waiters) for r in self._live.values() if r not in self._backlogged)
         want = bool(self._live) and not paused and not self._closed and not self._closing
         if want and not self._reading and self._loop is not None:
             self._loop.add_reader(self._fd, self._on_readable)

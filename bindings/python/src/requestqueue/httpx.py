@@ -29,9 +29,16 @@ What maps to what:
 * Cancelling the task that awaits a request (``asyncio.wait_for``, a ``TaskGroup`` failing, ...)
   cancels the request in the queue.
 * Request bodies (bytes, files, iterators, async iterators) are read whole before the request is
-  queued: the library takes a body as one buffer. Response bodies are complete when the response is
-  returned (the library gives the status and headers with the completion), so
-  ``client.stream(...)`` reads a body that is already in memory.
+  queued: the library takes a body as one buffer.
+* Response bodies stream: the response is returned as soon as the headers of a 2xx response have
+  arrived (the library's response head), and its body is read as it arrives, with back-pressure
+  (the transfer pauses while about 1 MiB waits unread), so ``client.stream(...)`` sees the status
+  and headers before the body ends and can read a large or endless body piece by piece. Closing
+  the response before its end cancels the request. A failure after the headers (connection lost,
+  timeout, a retried attempt that started the body over after part of it was read) raises while
+  the body is read (``ReadError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
+  error, a 3xx) is read whole before the response is returned, up to 1 MiB (the rest is cut; see
+  the library's "What a server sends").
 * The transport's queue allows duplicates (every request is sent, as httpx users expect). A queue
   given with ``queue=`` must have ``duplicates="allow"``; it is not closed with the transport.
 
@@ -41,7 +48,7 @@ transport's request options (the keys of :class:`TransportOptions`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, TypedDict, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Tuple, TypedDict, Union
 
 try:
     import httpx
@@ -50,6 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._core import AsyncQueue, PathInput, Queue, RateLimitInput, Request
 from ._errors import (
+    BodyRestartedError,
     HTTPStatusError,
     RequestError,
     UnsupportedSchemeError,
@@ -149,11 +157,21 @@ class _Base:
             return Request(str(request.url), request.method, headers=header_list, body=body or None,
                            connect_timeout=0 if connect is None else connect,
                            idle_timeout=max(idle) if idle else 0,
-                           max_redirects=0, **options)
+                           max_redirects=0, stream=True, **options)
         except UnsupportedSchemeError as exc:
             raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
         except ValueError as exc:  # an invalid URL, header, method, ...
             raise httpx.LocalProtocolError(str(exc)) from exc
+
+    @staticmethod
+    def _streamed(request: httpx.Request, rq_request: Request, head: Optional[Response],
+                  stream: Union[httpx.SyncByteStream, httpx.AsyncByteStream]) -> Optional[httpx.Response]:
+        """The response to return now for the head of a 2xx response, whose body `stream` reads;
+        None for no head or another status (its body comes whole with the completion)."""
+        if head is None or not 200 <= head.status < 300:
+            return None
+        return httpx.Response(head.status, headers=head.headers.raw, stream=stream, request=request,
+                              extensions={"http_version": b"HTTP/1.1"})
 
     @staticmethod
     def _response(request: httpx.Request, rq_request: Request, body: bytes) -> httpx.Response:
@@ -165,6 +183,51 @@ class _Base:
                                   stream=httpx.ByteStream(response.body), request=request,
                                   extensions={"http_version": b"HTTP/1.1"})
         raise _httpx_error(request, response, body) from error
+
+
+def _read_error(request: httpx.Request, rq_request: Request, body: bytes, error: Exception) -> Exception:
+    """The httpx error for a failure while a streamed body is read."""
+    if isinstance(error, BodyRestartedError):
+        return httpx.ReadError("the request was retried after part of its body was read, and its body "
+                               "started over", request=request)
+    response = rq_request.response
+    if isinstance(error, HTTPStatusError) or response is None:
+        # (A retried attempt ended with another status than the head's.)
+        return httpx.ReadError(str(error), request=request)
+    return _httpx_error(request, response, body)
+
+
+class _SyncBody(httpx.SyncByteStream):
+    """The body of a 2xx response of an :class:`HTTPTransport`, read as it arrives."""
+
+    def __init__(self, request: httpx.Request, rq_request: Request, body: bytes) -> None:
+        self._request, self._rq_request, self._body = request, rq_request, body
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._rq_request.iter_bytes()
+        except (RequestError, BodyRestartedError) as exc:
+            raise _read_error(self._request, self._rq_request, self._body, exc) from exc
+
+    def close(self) -> None:
+        self._rq_request.cancel()  # (False, harmless, once it completed)
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    """The body of a 2xx response of an :class:`AsyncHTTPTransport`, read as it arrives."""
+
+    def __init__(self, request: httpx.Request, rq_request: Request, body: bytes) -> None:
+        self._request, self._rq_request, self._body = request, rq_request, body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._rq_request.aiter_bytes():
+                yield chunk
+        except (RequestError, BodyRestartedError) as exc:
+            raise _read_error(self._request, self._rq_request, self._body, exc) from exc
+
+    async def aclose(self) -> None:
+        self._rq_request.cancel()
 
 
 def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exception:
@@ -216,14 +279,21 @@ class HTTPTransport(_Base, httpx.BaseTransport):
         body = request.read()
         rq_request = self._build(request, body)
         self.queue.add(rq_request)
+        head = None
         try:
-            rq_request.result()
-        except RequestError:
-            pass  # mapped by _response
+            # The head of each attempt until one is a 2xx (returned now, its body streamed) or the
+            # request completes.
+            while not rq_request.done():
+                rq_request._wait_head_sync(self.queue, head, None)
+                head = rq_request.head
+                streamed = self._streamed(request, rq_request, head, _SyncBody(request, rq_request, body))
+                if streamed is not None:
+                    return streamed
         except BaseException:
             rq_request.cancel()  # KeyboardInterrupt, ...: the request goes too
             raise
-        return self._response(request, rq_request, body)
+        streamed = self._streamed(request, rq_request, rq_request.head, _SyncBody(request, rq_request, body))
+        return streamed or self._response(request, rq_request, body)
 
     def close(self) -> None:
         if self._owns_queue:
@@ -246,11 +316,16 @@ class AsyncHTTPTransport(_Base, httpx.AsyncBaseTransport):
         body = await request.aread()
         rq_request = self._build(request, body)
         self.queue.add(rq_request)
-        try:
-            await rq_request  # a cancelled task cancels the request (see Request.__await__)
-        except RequestError:
-            pass  # mapped by _response
-        return self._response(request, rq_request, body)
+        head = None
+        # As HTTPTransport.handle_request; a cancelled task cancels the request.
+        while not rq_request.done():
+            await rq_request._wait_head_async(self.queue, head)
+            head = rq_request.head
+            streamed = self._streamed(request, rq_request, head, _AsyncBody(request, rq_request, body))
+            if streamed is not None:
+                return streamed
+        streamed = self._streamed(request, rq_request, rq_request.head, _AsyncBody(request, rq_request, body))
+        return streamed or self._response(request, rq_request, body)
 
     async def aclose(self) -> None:
         if self._owns_queue:

@@ -121,6 +121,20 @@ module RequestQueue
       1
     end
 
+    def self.head(key, response_pointer)
+      request, state = lookup(key)
+      return unless request && !state.suppressed
+
+      request.callback(:on_head)&.call(Response.copy(response_pointer, request))
+    rescue Exception => e # rubocop:disable Lint/RescueException
+      state&.errors&.push(e)
+      begin
+        request&.cancel # as for on_body: the request stops
+      rescue StandardError
+        nil # (already completed, or its queue is gone)
+      end
+    end
+
     def self.auth(key, challenge_pointer, failure_count, response_pointer)
       request, state = lookup(key)
       block = request&.callback(:on_auth)
@@ -152,6 +166,10 @@ module RequestQueue
 
     BODY = FFI::Function.new(:int, %i[pointer pointer pointer size_t uint64]) do |_c, request, data, size, offset|
       body(request.address, data, size, offset)
+    end
+
+    HEAD = FFI::Function.new(:void, %i[pointer pointer pointer]) do |_c, request, response|
+      head(request.address, response)
     end
 
     AUTH = FFI::Function.new(:void, %i[pointer pointer pointer uint pointer]) do |_c, request, challenge, failures, response|

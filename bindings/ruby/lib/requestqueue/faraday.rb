@@ -25,7 +25,9 @@ module RequestQueue
   # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
   # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
   # ssl.ca_file (ssl.verify = false is refused: certificates are always verified), on_data
-  # (streaming: the 2xx body piece by piece as it arrives; another body in one piece at the end).
+  # (streaming: the 2xx body piece by piece as it arrives; another body in one piece at the end;
+  # env.status and env.response_headers are set from the response's head, before the first
+  # piece, for an on_data that takes the env as its third argument, as Faraday 2 passes it).
   # Faraday's middleware follows redirects if you add it (the adapter follows none). Errors are
   # Faraday's: ConnectionFailed (refused, unknown host, connection lost, cancelled),
   # TimeoutError, SSLError. Request bodies are sent as one buffer (an IO is read whole first).
@@ -176,6 +178,10 @@ module RequestQueue
                                             max_redirects: 0, **options)
       on_data = req[:on_data]
       if on_data
+        request.on_head do |head|
+          env.status = head.status
+          env.response_headers = ::Faraday::Utils::Headers.new.update(head.headers.to_h)
+        end
         request.on_body do |chunk, offset|
           streamed[:bytes] = offset + chunk.bytesize
           deliver(on_data, chunk, streamed[:bytes], env)

@@ -90,6 +90,7 @@ module RequestQueue
     callback :rq_auth_fn, %i[pointer pointer pointer uint pointer], :void
     callback :rq_context_free_fn, %i[pointer], :void
     callback :rq_data_fn, %i[pointer pointer pointer size_t uint64], :int
+    callback :rq_head_fn, %i[pointer pointer pointer], :void
 
     # ---- Structs (each starts with its own size, set by the caller) --------------------------
 
@@ -205,6 +206,7 @@ module RequestQueue
       [:rq_auth_cancel, [:pointer], :int, false],
 
       [:rq_request_set_body_callback, %i[pointer rq_data_fn], :int, false],
+      [:rq_request_set_head_callback, %i[pointer rq_head_fn], :int, false],
       [:rq_request_set_output_file, %i[pointer string int], :int, false],
     ].freeze
 

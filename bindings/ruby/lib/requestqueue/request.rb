@@ -46,14 +46,14 @@ module RequestQueue
   #   tag:              a String to count, list or cancel requests by (Queue#count(tag:), ...)
   #   output_file:      write a 2xx body into this file instead of the response (resume: true
   #                     continues a partial file with a Range request)
-  #   on_complete, on_download_progress, on_upload_progress, on_auth, on_body:  callables, as
-  #                     the block methods of the same names
+  #   on_complete, on_download_progress, on_upload_progress, on_auth, on_body, on_head:
+  #                     callables, as the block methods of the same names
   class Request
     OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout header_timeout
                  low_speed_limit credentials retry
                  max_redirects max_response_size ca_file priority tag output_file resume
-                 on_complete on_download_progress on_upload_progress on_auth on_body].freeze
-    CALLBACKS = %i[on_complete on_download_progress on_upload_progress on_auth on_body].freeze
+                 on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze
+    CALLBACKS = %i[on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze
     RETRY_OPTIONS = %i[attempts delay on statuses backoff max_delay jitter non_idempotent].freeze
 
     attr_reader :url, :http_method, :response, :queue, :tag
@@ -134,6 +134,16 @@ module RequestQueue
       set_callback(:on_body, block)
     end
 
+    # The block called with the head of the response as soon as its headers have arrived, before
+    # its body (on_body pieces) and the completion: a Response with the status, headers and url
+    # of the final response of an attempt (not of a redirect that is followed, nor of a 401
+    # answered by on_auth), an empty body, and the outcome :http_status for a status >= 400.
+    # Each attempt of a retried request brings its own; on_body pieces follow only a 2xx head.
+    # Returns self.
+    def on_head(&block)
+      set_callback(:on_head, block)
+    end
+
     # :very_low, :low, :normal, :high or :very_high.
     def priority
       out = FFI::MemoryPointer.new(:int)
@@ -204,6 +214,7 @@ module RequestQueue
         if @callbacks[:on_body]
           RequestQueue.check(Native.rq_request_set_body_callback(ptr, Callbacks::BODY), "on_body")
         end
+        RequestQueue.check(Native.rq_request_set_head_callback(ptr, @callbacks[:on_head] && Callbacks::HEAD))
         @queue = queue
         @queue_state = queue_state
         Callbacks.register(self, queue_state)
