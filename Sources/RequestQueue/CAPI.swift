@@ -42,6 +42,7 @@ private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKey
     configure(pointer) { r in
         guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
         r[keyPath: field] = seconds
+        r.explicitSettings.insert(InheritedSettings.seconds(field))
         return RQ_OK
     }
 }
@@ -304,6 +305,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     withQueue(queuePointer) { q in
         let (r, result) = request(requestPointer)
         guard let r else { return result }
+        guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
         return q.add(r)
     }
 }
@@ -332,6 +334,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard pointer != nil else { return RQ_OK }
     let (r, result) = request(pointer)
     guard let r else { return result }
+    guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
     var alreadyFreed = false
     let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
         guard r.callerHolds else {
@@ -365,6 +368,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         let lowercased = headerName.lowercased()
         guard let valueBytes = cStringBytes(value) else {
             r.headers.removeAll { $0.lowercasedName == lowercased }
+            r.removedHeaders.insert(lowercased)
             return RQ_OK
         }
         let headerValue: [UInt8]
@@ -408,6 +412,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
+        r.explicitSettings.insert(.credentials)
         guard let user else {
             r.user = nil
             r.password = nil
@@ -423,6 +428,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     configure(pointer) { r in
         guard maxRedirects <= 1000 else { return RQ_ERR_INVALID_ARGUMENT }
         r.maxRedirects = Int(maxRedirects)
+        r.explicitSettings.insert(.maxRedirects)
         return RQ_OK
     }
 }
@@ -430,6 +436,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_set_max_response_size(_ pointer: OpaquePointer?, _ maxBytes: UInt64) -> rq_result {
     configure(pointer) { r in
         r.maxResponseSize = maxBytes
+        r.explicitSettings.insert(.maxResponseSize)
         return RQ_OK
     }
 }
@@ -437,6 +444,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_set_ca_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
         r.caFile = path.map(copyCString)
+        r.explicitSettings.insert(.caFile)
         return RQ_OK
     }
 }
@@ -464,7 +472,11 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_set_retry(_ pointer: OpaquePointer?, _ enabled: Int32) -> rq_result {
-    configure(pointer) { r in r.retry.enabled = enabled != 0; return RQ_OK }
+    configure(pointer) { r in
+        r.retry.enabled = enabled != 0
+        r.explicitSettings.insert(.retry)
+        return RQ_OK
+    }
 }
 
 @c @implementation public func rq_request_set_retry_delay(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
@@ -483,6 +495,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             set.insert(outcome)
         }
         r.retry.outcomes = set
+        r.explicitSettings.insert(.retryOutcomes)
         return RQ_OK
     }
 }
@@ -491,6 +504,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     configure(pointer) { r in
         guard maxAttempts <= 1_000_000 else { return RQ_ERR_INVALID_ARGUMENT }
         r.retry.maxAttempts = Int(maxAttempts)
+        r.explicitSettings.insert(.maxAttempts)
         return RQ_OK
     }
 }
@@ -498,6 +512,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
+    guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
     guard let standaloneQueue else { return RQ_ERR_SYSTEM }
     return standaloneQueue.add(r)
 }
@@ -541,6 +556,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         r.retry.multiplier = multiplier
         r.retry.maxDelay = maxDelay
         r.retry.jitter = jitter
+        r.explicitSettings.insert(.retryBackoff)
         return RQ_OK
     }
 }
@@ -556,12 +572,17 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             set.insert(Int(status))
         }
         r.retry.statuses = set
+        r.explicitSettings.insert(.retryStatuses)
         return RQ_OK
     }
 }
 
 @c @implementation public func rq_request_set_retry_non_idempotent(_ pointer: OpaquePointer?, _ allow: Int32) -> rq_result {
-    configure(pointer) { r in r.retry.retriesNonIdempotent = allow != 0; return RQ_OK }
+    configure(pointer) { r in
+        r.retry.retriesNonIdempotent = allow != 0
+        r.explicitSettings.insert(.retryNonIdempotent)
+        return RQ_OK
+    }
 }
 
 @c @implementation public func rq_request_get_state(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_request_state>?) -> rq_result {

@@ -50,6 +50,8 @@ final class Queue: @unchecked Sendable {
 
     let kind: Kind
     let threaded: Bool
+    /// The queue's defaults request and cookie jar (Transport.swift).
+    let transport = QueueTransport()
     private(set) var handle: UInt = 0
 
     /// Guards everything below, and the runtime fields of the requests in this queue.
@@ -213,8 +215,10 @@ final class Queue: @unchecked Sendable {
     // MARK: Adding and cancelling
 
     func add(_ request: Request) -> rq_result {
+        let defaults = transport.snapshot()
         let accepted = request.lock.withLock {
             guard request.state == .new else { return false }
+            request.inherit(defaults, from: transport)
             request.state = .waiting
             request.queue = self
             request.acceptedAt = Clock.now()
@@ -670,6 +674,7 @@ final class Queue: @unchecked Sendable {
     /// Frees the queue: cancels everything, stops the engine, delivers what is left.
     func close() {
         monitor.withLock { closed = true }
+        transport.close()
         cancelAll(message: "the queue was freed")
         engine.shutdown()
         if threaded {

@@ -30,6 +30,8 @@ final class Response: @unchecked Sendable {
     let uploadTotal: Int64
     /// Figures of the last attempt (`rq_response_metrics`); set before the response is posted.
     var metrics = Metrics.none
+    /// The HTTP version of the response (10, 11, 20, 30; 0 without one), `rq_response_http_version`.
+    var httpVersion: Int32 = 0
 
     /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
     /// header lines are copied after it.
