@@ -304,13 +304,19 @@ extension Transfer {
         // Pinning a host to an address, a local interface or an IP version: libcurl matches
         // connections by host name and port, so a connection made under such a setting must not
         // serve another request, nor may such a request take a connection made without it.
-        if t.resolve != nil || t.interface != nil || (t.ipVersion ?? .any) != .any {
+        // Debian's libcurl 7.88.1 breaks h2c on a kept connection ("Error in the HTTP2 framing
+        // layer" on its second request): each h2c request makes its own connection.
+        let h2c = t.httpVersion == .http2PriorKnowledge && !o.https
+        if t.resolve != nil || t.interface != nil || (t.ipVersion ?? .any) != .any || h2c {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
             _ = ccurl_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1)
         }
         if t.cookies == true, let jar = o.cookieJar {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(jar.share))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "")
+        } else {
+            // curl_easy_reset keeps a handle's share (and with it the cookies): detach it.
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
         }
     }
 
