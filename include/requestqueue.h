@@ -863,6 +863,18 @@ RQ_API rq_result rq_request_set_option_int(rq_request *request, rq_option option
  *  RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED (being freed). */
 RQ_API rq_result rq_queue_get_defaults(rq_queue *queue, rq_request **out_defaults);
 
+/** Limits the connections the queue's transfers use: at most `total` open at once and
+ *  `per_host` to one host (scheme, host and port); 0 (the default) is no limit. These are
+ *  libcurl's connection limits, beside the request limits (`rq_queue_set_max_concurrent`,
+ *  `rq_queue_set_max_per_host`): with HTTP/2 several running requests share one connection; over
+ *  HTTP/1.1, a running request that finds no free connection under the limit waits inside
+ *  libcurl for one, and that wait counts toward its timeouts. Takes effect when the next request
+ *  starts. Errors: RQ_ERR_INVALID_ARGUMENT (above 100000). */
+RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, size_t per_host);
+
+/** Reads the limits of `rq_queue_set_max_connections`. Errors: RQ_ERR_NULL_ARGUMENT. */
+RQ_API rq_result rq_queue_get_max_connections(rq_queue *queue, size_t *out_total, size_t *out_per_host);
+
 /** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when no response
  *  was received (cancelled, connection failures) or for NULL. */
 RQ_API int rq_response_http_version(const rq_response *response);

@@ -103,6 +103,26 @@ private func transportQueue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
     return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue().httpVersion
 }
 
+@c @implementation public func rq_queue_set_max_connections(_ pointer: OpaquePointer?, _ total: Int, _ perHost: Int) -> rq_result {
+    let (q, result) = transportQueue(pointer)
+    guard let q else { return result }
+    let total = UInt(bitPattern: total), perHost = UInt(bitPattern: perHost)
+    guard total <= 100_000, perHost <= 100_000 else { return RQ_ERR_INVALID_ARGUMENT }
+    q.transport.setConnectionLimits(total: Int(total), perHost: Int(perHost))
+    return RQ_OK
+}
+
+@c @implementation public func rq_queue_get_max_connections(_ pointer: OpaquePointer?, _ outTotal: UnsafeMutablePointer<Int>?,
+                                                            _ outPerHost: UnsafeMutablePointer<Int>?) -> rq_result {
+    let (q, result) = transportQueue(pointer)
+    guard let q else { return result }
+    guard let outTotal, let outPerHost else { return RQ_ERR_NULL_ARGUMENT }
+    let limits = q.transport.currentConnectionLimits
+    outTotal.pointee = limits.total
+    outPerHost.pointee = limits.perHost
+    return RQ_OK
+}
+
 // MARK: Cookies
 
 private func withJar(_ pointer: OpaquePointer?, _ body: (CookieJar) -> rq_result) -> rq_result {

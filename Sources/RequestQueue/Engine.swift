@@ -140,6 +140,7 @@ final class Engine: @unchecked Sendable {
             return
         }
         transfer.begin(request, generation: generation)
+        queue.transport.applyConnectionLimits(multi)
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
             pool.append(transfer)

@@ -138,6 +138,30 @@ final class QueueTransport: @unchecked Sendable {
         }
     }
 
+    /// Connection limits of the queue's multi handle (total, per host; 0 = none), and whether
+    /// they changed since the engine last set them.
+    private var connectionLimits = (total: 0, perHost: 0)
+    private var connectionLimitsChanged = false
+
+    func setConnectionLimits(total: Int, perHost: Int) {
+        lock.withLock {
+            connectionLimits = (total, perHost)
+            connectionLimitsChanged = true
+        }
+    }
+
+    var currentConnectionLimits: (total: Int, perHost: Int) { lock.withLock { connectionLimits } }
+
+    /// Engine thread, before a transfer starts: sets changed limits on the multi handle.
+    func applyConnectionLimits(_ multi: UnsafeMutableRawPointer) {
+        guard let limits: (total: Int, perHost: Int) = lock.withLock({
+            defer { connectionLimitsChanged = false }
+            return connectionLimitsChanged ? connectionLimits : nil
+        }) else { return }
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.total)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.perHost)
+    }
+
     /// The queue is freed: its defaults handle goes (the jar lives on while transfers hold it).
     func close() {
         let d: Request? = lock.withLock {

@@ -17,6 +17,7 @@ typedef struct result {
     size_t size;
     uint8_t *body;
     char *content_encoding;
+    int reused;
     char message[512];
 } result;
 
@@ -28,6 +29,12 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     out->outcome = rq_response_outcome(response);
     out->status = rq_response_status(response);
     out->http_version = rq_response_http_version(response);
+    {
+        rq_metrics m;
+        m.size = sizeof m;
+        CHECK_OK(rq_response_metrics(response, &m));
+        out->reused = m.connection_reused;
+    }
     body = rq_response_body(response, &out->size);
     out->body = malloc(out->size + 1);
     if (out->size)
@@ -434,6 +441,37 @@ static void section_connections(void) {
     expect_text(&res, "keep-alive and speed limits");
     result_free(&res);
     CHECK_OK(rq_queue_free(q));
+
+    /* Connection limits: three requests at once on a fresh queue open three connections; with
+     * one connection allowed in total they take turns on one. */
+    for (int limited = 0; limited < 2; limited++) {
+        result three[3];
+        int reused = 0;
+        size_t total = 9, per_host = 9;
+        q = new_queue();
+        CHECK_OK(rq_queue_set_max_concurrent(q, 3));
+        if (limited) {
+            CHECK_OK(rq_queue_set_max_connections(q, 1, 0));
+            CHECK_OK(rq_queue_get_max_connections(q, &total, &per_host));
+            CHECK(total == 1 && per_host == 0, "limits read back as %zu, %zu", total, per_host);
+        }
+        memset(three, 0, sizeof three);
+        for (int i = 0; i < 3; i++) {
+            r = req(base, i == 0 ? "/text" : i == 1 ? "/text?1" : "/text?2");
+            CHECK_OK(rq_request_set_completion(r, on_done, &three[i], NULL));
+            CHECK_OK(rq_add(q, r));
+            CHECK_OK(rq_request_free(r));
+        }
+        CHECK_OK(rq_queue_wait_idle(q, 60));
+        for (int i = 0; i < 3; i++) {
+            expect_text(&three[i], "connection limits");
+            reused += three[i].reused;
+            result_free(&three[i]);
+        }
+        CHECK(reused == (limited ? 2 : 0), "%s: %d of 3 requests reused a connection", limited ? "limit 1" : "no limit",
+              reused);
+        CHECK_OK(rq_queue_free(q));
+    }
 }
 
 static void section_version(void) {
