@@ -61,6 +61,7 @@ from ._errors import (
     WrongDeliveryError,
 )
 from ._native import HEADER_PATH, LIBRARY_PATH, ffi, lib
+from ._transport import Cookie
 from ._types import (
     Duplicates,
     Headers,
@@ -99,6 +100,7 @@ __all__ = [
     "Metrics",
     "QueueStats",
     "RateLimit",
+    "Cookie",
     "STREAM_BUFFER_LIMIT",
     "library_version",
     "LIBRARY_PATH",
