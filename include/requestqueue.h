@@ -55,9 +55,16 @@
  *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
  * - Booleans are `int`: 0 is false, any other value is true.
  * - Security defaults: only http and https URLs are accepted, for requests and for redirects;
- *   TLS certificates and host names are verified; at most 10 redirects are followed; credentials
- *   (set with `rq_request_set_credentials`, answered to a challenge, or an Authorization header)
- *   are not sent to another host after a redirect.
+ *   TLS certificates and host names are verified (unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set,
+ *   see "Transport settings"); at most 10 redirects are followed; credentials (set with
+ *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) are not
+ *   sent to another host after a redirect. As curl does, the proxy environment variables
+ *   (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`) are honoured unless a request or its
+ *   queue sets RQ_OPTION_PROXY.
+ * - Transport defaults: bodies are decoded (Accept-Encoding: deflate, gzip, br, zstd), a
+ *   User-Agent "librequestqueue/<version> libcurl/<version>" is sent, and HTTP/2 is used over
+ *   TLS when the server offers it; a queue's defaults (`rq_queue_get_defaults`) change any of
+ *   these for its requests.
  *
  * ===================================================================================================
  * Threading and callbacks
