@@ -130,3 +130,17 @@ def test_connection_limits(tx: Dict[str, str]) -> None:
         q.wait()
         reused = [r.result().metrics.connection_reused for r in requests]  # type: ignore[union-attr]
         assert sum(reused) == 2
+
+
+def test_httpx_transport_decodes_once_and_passes_transport_options(tx: Dict[str, str]) -> None:
+    httpx = pytest.importorskip("httpx")
+    import requestqueue.httpx as rqx
+
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        response = client.get(tx["http"] + "/text")  # httpx asks for gzip and decodes it itself
+        assert response.headers["content-encoding"] == "gzip"
+        assert len(response.content) == int(tx["text_size"])
+    with httpx.Client(transport=rqx.HTTPTransport(proxy=tx["proxy"])) as client:
+        assert "rqtestproxy" in client.get(tx["http"] + "/via").text
+    with httpx.Client(transport=rqx.HTTPTransport(verify=False)) as client:  # unsafe: no check
+        assert client.get(tx["tls"] + "/proto").text.startswith("HTTP/2.0")

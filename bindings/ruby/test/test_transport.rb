@@ -146,3 +146,29 @@ class TestTransport < Minitest::Test
     queue&.close
   end
 end
+
+begin
+  require "requestqueue/faraday"
+rescue LoadError
+  nil # test_faraday reports the skip
+end
+
+if defined?(RequestQueue::FaradayAdapter)
+  class TestTransportFaraday < Minitest::Test
+    def tx
+      TransportServers.endpoints
+    end
+
+    def test_faraday_decodes_once_and_maps_ssl_verify_and_proxy
+      conn = Faraday.new(url: tx["http"], proxy: tx["proxy"]) { |f| f.adapter :requestqueue }
+      response = conn.get("/text")
+      assert_equal tx["text_size"].to_i, response.body.bytesize
+      assert_nil response.headers["content-encoding"] # decoded: the header goes, as with net_http
+      assert_includes conn.get("/via").body, "rqtestproxy"
+      unverified = Faraday.new(url: tx["tls"], ssl: { verify: false }) { |f| f.adapter :requestqueue }
+      assert unverified.get("/proto").body.start_with?("HTTP/2.0")
+      http11 = Faraday.new(url: tx["tls"], ssl: { verify: false }) { |f| f.adapter :requestqueue, http_version: "1.1" }
+      assert http11.get("/proto").body.start_with?("HTTP/1.1") # a transport option of the adapter
+    end
+  end
+end
