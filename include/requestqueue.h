@@ -883,7 +883,8 @@ RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, siz
 RQ_API rq_result rq_queue_get_max_connections(rq_queue *queue, size_t *out_total, size_t *out_per_host);
 
 /** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when no response
- *  was received (cancelled, connection failures) or for NULL. */
+ *  was received (cancelled, connection failures), when the attempt was ended by the library's own
+ *  idle limit, or for NULL. */
 RQ_API int rq_response_http_version(const rq_response *response);
 
 /** The queue's cookies (those stored by requests with RQ_OPTION_COOKIES, or loaded), as the lines

@@ -16,6 +16,13 @@ private func transportQueue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
     return (q, RQ_OK)
 }
 
+/// A request that `rq_request_start` may start: not a queue's defaults.
+func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
+    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
+    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+    return r.isDefaults ? (nil, RQ_ERR_INVALID_STATE) : (r, RQ_OK)
+}
+
 @c @implementation public func rq_request_set_option_string(_ pointer: OpaquePointer?, _ option: rq_option, _ value: UnsafePointer<CChar>?) -> rq_result {
     let bytes = cStringBytes(value).map(Array.init)
     return transportRequest(pointer) { r in

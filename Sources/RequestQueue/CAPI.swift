@@ -306,7 +306,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         let (r, result) = request(requestPointer)
         guard let r else { return result }
         guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
-        return q.add(r)
+        return q.transport.add(r, to: q)
     }
 }
 
@@ -510,9 +510,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
-    let (r, result) = request(pointer)
+    let (r, result) = startableRequest(pointer)
     guard let r else { return result }
-    guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
     guard let standaloneQueue else { return RQ_ERR_SYSTEM }
     return standaloneQueue.add(r)
 }

@@ -64,6 +64,7 @@ final class Engine: @unchecked Sendable {
     func shutdown() {
         send(.shutdown)
         pthread_join(thread, nil)
+        queue.transport.close() // the queue's defaults handle goes with it
     }
 
     private func run() {
@@ -168,6 +169,7 @@ final class Engine: @unchecked Sendable {
             guard let request = transfer.request else { continue }
             let generation = transfer.generation
             let response = transfer.response(for: request, code: code)
+            response.httpVersion = transfer.negotiatedHTTPVersion
             recycle(transfer)
             finished(request, generation, response)
         }

@@ -215,10 +215,8 @@ final class Queue: @unchecked Sendable {
     // MARK: Adding and cancelling
 
     func add(_ request: Request) -> rq_result {
-        let defaults = transport.snapshot()
         let accepted = request.lock.withLock {
             guard request.state == .new else { return false }
-            request.inherit(defaults, from: transport)
             request.state = .waiting
             request.queue = self
             request.acceptedAt = Clock.now()
@@ -674,7 +672,6 @@ final class Queue: @unchecked Sendable {
     /// Frees the queue: cancels everything, stops the engine, delivers what is left.
     func close() {
         monitor.withLock { closed = true }
-        transport.close()
         cancelAll(message: "the queue was freed")
         engine.shutdown()
         if threaded {

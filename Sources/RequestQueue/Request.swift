@@ -115,6 +115,8 @@ final class Request: @unchecked Sendable {
     var transport = TransportSettings()
     /// The inheritable settings set on this request; the others come from the queue's defaults.
     var explicitSettings: InheritedSettings = []
+    /// Those taken from a queue's defaults at rq_add.
+    var inheritedSettings: InheritedSettings = []
     /// Headers removed from this request by name: a queue's default of that name is not added.
     var removedHeaders = Set<String>()
     /// The defaults request of a queue (`rq_queue_get_defaults`): configured, never run or freed.

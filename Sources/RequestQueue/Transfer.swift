@@ -496,7 +496,6 @@ final class Transfer {
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 })
-        response.httpVersion = negotiatedHTTPVersion
         return response
     }
 

@@ -1,6 +1,7 @@
 // Transport settings (issue 17): content decoding, User-Agent, proxies, TLS, connections, cookies,
 // and a queue's defaults inherited by its requests. The C boundary is CAPI+Transport.swift.
 import CCurl
+import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
 
@@ -55,16 +56,49 @@ extension Request {
         return r
     }
 
-    /// Takes every setting not set on this request from `d` (under this request's lock, before it
-    /// is accepted).
-    func inherit(_ defaults: RequestDefaults?, from queue: QueueTransport) {
-        if let defaults { inherit(defaults) }
-        if transport.cookies == true { cookieJar = queue.cookieJar() }
+    /// What `inherit` changes, to put back when the queue does not accept the request.
+    struct Inheritable {
+        let timeouts: (Double, Double, Double)
+        let user: CString?, password: CString?
+        let maxRedirects: Int, maxResponseSize: UInt64, caFile: CString?
+        let retry: RetryPolicy
+        let headers: [Header]
+        let transport: TransportSettings
+        let cookieJar: CookieJar?
+        let inherited: InheritedSettings
+    }
+
+    var inheritable: Inheritable {
+        Inheritable(timeouts: (timeout, connectTimeout, idleTimeout), user: user, password: password,
+                    maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
+                    headers: headers, transport: transport, cookieJar: cookieJar, inherited: inheritedSettings)
+    }
+
+    func restore(_ saved: Inheritable) {
+        (timeout, connectTimeout, idleTimeout) = saved.timeouts
+        user = saved.user
+        password = saved.password
+        maxRedirects = saved.maxRedirects
+        maxResponseSize = saved.maxResponseSize
+        caFile = saved.caFile
+        retry = saved.retry
+        headers = saved.headers
+        transport = saved.transport
+        cookieJar = saved.cookieJar
+        inheritedSettings = saved.inherited
+    }
+
+    /// Takes every setting neither set on this request nor already inherited from `d` (under this
+    /// request's lock, before it is accepted), and the queue's cookie jar if it uses cookies.
+    func inherit(_ d: RequestDefaults?, from queue: QueueTransport) {
+        if let d { inherit(d) }
+        if transport.cookies == true, cookieJar == nil { cookieJar = queue.cookieJar() }
     }
 
     private func inherit(_ d: RequestDefaults) {
         let values = d.values
-        let take = d.explicit.subtracting(explicitSettings)
+        let take = d.explicit.subtracting(explicitSettings).subtracting(inheritedSettings)
+        inheritedSettings.formUnion(take)
         if take.contains(.timeout) { timeout = values.timeout }
         if take.contains(.connectTimeout) { connectTimeout = values.connectTimeout }
         if take.contains(.idleTimeout) { idleTimeout = values.idleTimeout }
@@ -107,6 +141,21 @@ final class QueueTransport: @unchecked Sendable {
             if defaultsRequest == nil, !closed { defaultsRequest = Request.makeDefaults() }
             return defaultsRequest
         }
+    }
+
+    /// `rq_add`: the request takes the queue's defaults, then the queue takes it; a request the
+    /// queue refuses (already added, queue closed, ...) gets its own settings back.
+    func add(_ r: Request, to q: Queue) -> rq_result {
+        let defaults = snapshot()
+        let saved: Request.Inheritable? = r.lock.withLock {
+            guard r.state == .new else { return nil }
+            let saved = r.inheritable
+            r.inherit(defaults, from: self)
+            return saved
+        }
+        let result = q.add(r)
+        if result != RQ_OK, let saved { r.lock.withLock { if r.state == .new { r.restore(saved) } } }
+        return result
     }
 
     /// What `rq_add` gives a request: nil when the queue has no defaults.

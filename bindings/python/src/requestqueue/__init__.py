@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ._core import STREAM_BUFFER_LIMIT, AsyncQueue, AuthChallenge, Queue, Request
 from . import _errors
+from ._transport import Cookie
 from ._errors import (
     OUTCOME_ERRORS,
     RESULT_ERRORS,
@@ -61,7 +62,6 @@ from ._errors import (
     WrongDeliveryError,
 )
 from ._native import HEADER_PATH, LIBRARY_PATH, ffi, lib
-from ._transport import Cookie
 from ._types import (
     Duplicates,
     Headers,

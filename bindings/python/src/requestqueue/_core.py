@@ -1276,6 +1276,7 @@ class _QueueBase:
         _check_max_concurrent(max_concurrent)
         _check_max_per_host(max_per_host)
         limit = _parse_rate_limit(rate_limit)
+        _transport.check_queue_settings(defaults, max_connections, max_host_connections)
         self._closed = True  # until fully set up, so that a failure below leaves nothing to free
         self._closing = False
         self._abandoned = False
@@ -1302,15 +1303,15 @@ class _QueueBase:
             self.rate_limit = limit
         if suspended:
             self.suspend()
-        if defaults:
-            handle = ffi.new("rq_request **")
-            check(lib.rq_queue_get_defaults(self._ptr, handle), "defaults")
-            _transport.apply_defaults(handle[0], defaults)
-        if max_connections or max_host_connections:
-            check(lib.rq_queue_set_max_connections(
-                self._ptr, _uint(max_connections, "max_connections", 100000),
-                _uint(max_host_connections, "max_host_connections", 100000)), "max_connections")
         _open_queues.add(self)
+        if defaults or max_connections or max_host_connections:
+            try:
+                _transport.apply_queue_settings(self._ptr, defaults, max_connections, max_host_connections)
+            except BaseException:
+                self._closed = True
+                lib.rq_queue_free(self._ptr)
+                _open_queues.discard(self)
+                raise
 
     # -- settings ----------------------------------------------------------------------------------
 

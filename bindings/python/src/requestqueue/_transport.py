@@ -5,7 +5,7 @@ arguments of :class:`Request`, and a queue's ``defaults`` (see ``rq_option`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from ._errors import InvalidArgumentError
 from ._native import check, ffi, lib
@@ -141,6 +141,33 @@ def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
     if ca_file is not None:
         check(lib.rq_request_set_ca_file(handle, _path(ca_file, "ca_file")), "ca_file")
     apply_transport(handle, d)
+
+
+def check_queue_settings(defaults: Optional[Mapping[str, Any]], max_connections: int,
+                         max_host_connections: int) -> None:
+    """Raises for bad queue settings before the queue exists: the defaults are tried on a
+    request that is never sent."""
+    from ._core import _uint
+
+    _uint(max_connections, "max_connections", 100000)
+    _uint(max_host_connections, "max_host_connections", 100000)
+    if defaults:
+        out = ffi.new("rq_request **")
+        check(lib.rq_request_new(b"http://defaults.invalid/", out), "defaults")
+        try:
+            apply_defaults(out[0], defaults)
+        finally:
+            lib.rq_request_free(out[0])
+
+
+def apply_queue_settings(queue_ptr: Any, defaults: Optional[Mapping[str, Any]], max_connections: int,
+                         max_host_connections: int) -> None:
+    if defaults:
+        handle = ffi.new("rq_request **")
+        check(lib.rq_queue_get_defaults(queue_ptr, handle), "defaults")
+        apply_defaults(handle[0], defaults)
+    if max_connections or max_host_connections:
+        check(lib.rq_queue_set_max_connections(queue_ptr, max_connections, max_host_connections), "max_connections")
 
 
 @dataclass(frozen=True)
