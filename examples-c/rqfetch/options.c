@@ -120,7 +120,9 @@ static const char help_text[] =
     "                            unknown hosts, refused and lost connections are retried, HTTP\n"
     "                            errors (status >= 400) are not\n"
     "      --retry-delay=SECONDS wait this long before each retry (default 1)\n"
-    "\n"
+    "\n";
+
+static const char help_request[] =
     "Request:\n"
     "  -X, --request=METHOD      HTTP method (default GET, or POST with -d)\n"
     "  -H, --header='NAME: VALUE'\n"
@@ -132,8 +134,7 @@ static const char help_text[] =
     "                            application/x-www-form-urlencoded' unless -H gives one\n"
     "  -u, --user=USER:PASSWORD  Basic authentication credentials (not sent to other hosts\n"
     "                            after a redirect)\n"
-    "  -A, --user-agent=NAME     User-Agent to send (default 'librequestqueue/V libcurl/V'; ''\n"
-    "                            sends none)\n"
+    "  -A, --user-agent=NAME     User-Agent to send (default 'rqfetch/VERSION'; '' sends none)\n"
     "      --raw                 no content decoding: no Accept-Encoding is sent and bodies are\n"
     "                            saved as the server sent them (by default gzip, deflate, br and\n"
     "                            zstd bodies are decoded, like curl --compressed)\n"
@@ -141,7 +142,9 @@ static const char help_text[] =
     "                            format, as curl -c writes it); cookies set by responses are\n"
     "                            sent with later requests\n"
     "      --cookie-jar=FILE     use a cookie jar and write it to FILE at the end\n"
-    "\n"
+    "\n";
+
+static const char help_connection[] =
     "Connection:\n"
     "  -x, --proxy=URL           proxy: http://, https://, socks4://, socks4a://, socks5:// or\n"
     "                            socks5h:// (host names resolved by the proxy), with USER:PASS@\n"
@@ -181,7 +184,9 @@ static const char help_text[] =
     "      --tlsv1.3             use TLS 1.3 only\n"
     "      --tlsv1               (as --tlsv1.0)\n"
     "  -k, --insecure            UNSAFE: do not verify the server's certificate and name\n"
-    "\n"
+    "\n";
+
+static const char help_output[] =
     "Output:\n"
     "  -o, --output-dir=DIR      save bodies as files in DIR, created if missing (default: the\n"
     "                            current directory)\n"
@@ -633,7 +638,10 @@ int parse_options(int argc, char **argv, options *opt)
         case 'h':
             free(lists);
             fputs(usage_line, stdout);
-            fputs(help_text, stdout);
+            fputs(help_text, stdout); /* (in parts: C99 compilers need not take longer literals) */
+            fputs(help_request, stdout);
+            fputs(help_connection, stdout);
+            fputs(help_output, stdout);
             return 0;
         case 'V':
             free(lists);
