@@ -48,9 +48,8 @@ struct RequestDefaults {
 extension Request {
     /// Makes the defaults request of a queue: a request that is never run, configured with the
     /// usual setters.
-    static func makeDefaults() -> Request? {
-        guard let url = try? Validation.url(Array("http://defaults.invalid/".utf8)) else { return nil }
-        let r = Request(url: url)
+    static func makeDefaults() -> Request {
+        let r = Request(url: .placeholder)
         r.isDefaults = true
         _ = r.register()
         return r

@@ -62,6 +62,12 @@ public struct TransportSettings: Equatable, Sendable {
     }
 }
 
+extension ValidatedURL {
+    /// The URL of a queue's defaults request, which is never sent.
+    public static let placeholder = ValidatedURL(string: "http://defaults.invalid/", scheme: "http",
+                                                 host: "defaults.invalid", port: 80)
+}
+
 public enum TLSVersion: Int, Sendable {
     case tls1_0 = 10, tls1_1 = 11, tls1_2 = 12, tls1_3 = 13
 }
