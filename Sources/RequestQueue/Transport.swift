@@ -134,7 +134,7 @@ final class QueueTransport: @unchecked Sendable {
     private var jar: CookieJar?
     private var closed = false
 
-    /// The defaults request (made on first call); nil once the queue is closed or out of memory.
+    /// The defaults request (made on first call); nil once the queue is closed.
     func defaults() -> Request? {
         lock.withLock {
             if defaultsRequest == nil, !closed { defaultsRequest = Request.makeDefaults() }
