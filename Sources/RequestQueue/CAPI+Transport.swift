@@ -4,28 +4,16 @@ import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
 
-private func transportRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
-    guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return RQ_ERR_INVALID_HANDLE }
-    return r.configure(body)
-}
-
-private func transportQueue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
-    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
-    guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
-    return (q, RQ_OK)
-}
-
 /// A request that `rq_request_start` may start: not a queue's defaults.
 func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
-    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+    let (r, result) = request(pointer)
+    guard let r else { return (nil, result) }
     return r.isDefaults ? (nil, RQ_ERR_INVALID_STATE) : (r, RQ_OK)
 }
 
 @c @implementation public func rq_request_set_option_string(_ pointer: OpaquePointer?, _ option: rq_option, _ value: UnsafePointer<CChar>?) -> rq_result {
     let bytes = cStringBytes(value).map(Array.init)
-    return transportRequest(pointer) { r in
+    return configure(pointer) { r in
         var t = r.transport
         func set(_ field: WritableKeyPath<TransportSettings, [UInt8]?>, valid: ([UInt8]) -> Bool) -> rq_result {
             if let bytes, !valid(bytes) { return RQ_ERR_INVALID_ARGUMENT }
@@ -65,7 +53,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 }
 
 @c @implementation public func rq_request_set_option_int(_ pointer: OpaquePointer?, _ option: rq_option, _ value: Int64) -> rq_result {
-    transportRequest(pointer) { r in
+    configure(pointer) { r in
         switch option {
         case RQ_OPTION_DECODE_CONTENT: r.transport.decodeContent = value != 0
         case RQ_OPTION_UNSAFE_NO_TLS_VERIFY: r.transport.verifyTLS = value == 0
@@ -96,7 +84,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 }
 
 @c @implementation public func rq_queue_get_defaults(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
-    let (q, result) = transportQueue(pointer)
+    let (q, result) = queue(pointer)
     guard let q else { return result }
     guard let out else { return RQ_ERR_NULL_ARGUMENT }
     guard q.kind != .standalone else { return RQ_ERR_INVALID_HANDLE }
@@ -111,7 +99,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 }
 
 @c @implementation public func rq_queue_set_max_connections(_ pointer: OpaquePointer?, _ total: Int, _ perHost: Int) -> rq_result {
-    let (q, result) = transportQueue(pointer)
+    let (q, result) = queue(pointer)
     guard let q else { return result }
     let total = UInt(bitPattern: total), perHost = UInt(bitPattern: perHost)
     guard total <= 100_000, perHost <= 100_000 else { return RQ_ERR_INVALID_ARGUMENT }
@@ -121,7 +109,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 
 @c @implementation public func rq_queue_get_max_connections(_ pointer: OpaquePointer?, _ outTotal: UnsafeMutablePointer<Int>?,
                                                             _ outPerHost: UnsafeMutablePointer<Int>?) -> rq_result {
-    let (q, result) = transportQueue(pointer)
+    let (q, result) = queue(pointer)
     guard let q else { return result }
     guard let outTotal, let outPerHost else { return RQ_ERR_NULL_ARGUMENT }
     let limits = q.transport.currentConnectionLimits
@@ -133,7 +121,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 // MARK: Cookies
 
 private func withJar(_ pointer: OpaquePointer?, _ body: (CookieJar) -> rq_result) -> rq_result {
-    let (q, result) = transportQueue(pointer)
+    let (q, result) = queue(pointer)
     guard let q else { return result }
     guard let jar = q.transport.cookieJar() else { return RQ_ERR_QUEUE_CLOSED }
     return body(jar)

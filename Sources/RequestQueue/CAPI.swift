@@ -6,13 +6,13 @@ import RequestQueueCore
 
 // MARK: Helpers
 
-private func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
+func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
     guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
     guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
     return (q, RQ_OK)
 }
 
-private func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
+func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
     guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
     guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
     return (r, RQ_OK)
@@ -26,7 +26,7 @@ private func withQueue(_ pointer: OpaquePointer?, _ body: (Queue) -> rq_result) 
 }
 
 /// Runs `body` on the request's configuration, if it exists and can still be changed.
-private func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
+func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
     return r.configure(body)
