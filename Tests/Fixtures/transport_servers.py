@@ -135,6 +135,7 @@ class TransportServers:
             "text_size": str(len(TEXT)),
             "text_sha256": hashlib.sha256(TEXT).hexdigest(),
             "tmp": d,
+            "www": www,
         }
 
     def spawn(self, name, cmd):
@@ -199,6 +200,7 @@ class TransportServers:
         location = /cookies/set {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Path=/"; return 200 "set"; }}
         location = /proto {{ default_type text/plain; return 200 "$server_protocol client=$ssl_client_s_dn"; }}
         location = /x-default {{ default_type text/plain; return 200 "x-default=$http_x_default x-own=$http_x_own"; }}
+        location /files/ {{ default_type text/plain; alias {www}/; }}
         """
         conf = f"""
 daemon off;

@@ -144,3 +144,30 @@ def test_httpx_transport_decodes_once_and_passes_transport_options(tx: Dict[str,
         assert "rqtestproxy" in client.get(tx["http"] + "/via").text
     with httpx.Client(transport=rqx.HTTPTransport(verify=False)) as client:  # unsafe: no check
         assert client.get(tx["tls"] + "/proto").text.startswith("HTTP/2.0")
+
+
+def test_a_streamed_decoded_body_stays_bounded_in_memory(tx: Dict[str, str]) -> None:
+    # 64 MiB of zeros, gzip-compressed by nginx to about 290 KB on the wire, read by a slow on_body:
+    # the transfer pauses, and libcurl holds at most one 16 KiB read's decoded output meanwhile.
+    import resource
+    import time
+
+    size = 64 << 20
+    with open(f"{tx['www']}/zeros.txt", "wb") as f:
+        chunk = b"\0" * (1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+    received = [0]
+
+    def on_body(request: Any, data: bytes, offset: int) -> None:
+        received[0] += len(data)
+        time.sleep(0.0002)
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with rq.Queue() as q:
+        request = q.add(tx["http"] + "/files/zeros.txt", on_body=on_body)
+        q.wait()
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert request.response is not None and request.response.headers["content-encoding"] == "gzip"
+    assert received[0] == size
+    assert grown_kib < 32 * 1024, f"peak RSS grew by {grown_kib} KiB while streaming a 64 MiB decoded body"
