@@ -804,9 +804,9 @@ typedef enum rq_option {
     RQ_OPTION_UNIX_SOCKET = 12,
     /** S. Pin a host and port to addresses, as curl --resolve: "host:port:address[,address...]"
      *  (IPv6 addresses in brackets). Each call adds one entry (at most 1000); NULL removes them
-     *  all. A request
-     *  with resolve overrides, a local interface or an IP version always makes its own connection
-     *  and does not keep it for others (libcurl matches connections by host name, not address). */
+     *  all. A request with resolve overrides, a local interface or an IP version always makes its
+     *  own connection and does not keep it for others (libcurl matches connections by host name,
+     *  not address), and the overrides do not outlive the request. */
     RQ_OPTION_RESOLVE = 13,
     /** S. The local interface name, IP address or host name to connect from ("eth0",
      *  "192.0.2.1", "if!eth0", "host!name"), as curl --interface. */
