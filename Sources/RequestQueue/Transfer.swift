@@ -219,6 +219,7 @@ final class Transfer {
         r.transferOptions = wanted
         if options != wanted {
             if options != nil {
+                prepareReset(options)
                 curl_easy_reset(easy)
                 setFixedOptions()
             }

@@ -277,10 +277,13 @@ final class CookieJar: @unchecked Sendable {
         guard let file else { return false }
         fclose(file)
         return lock.withLock {
+            // The handle's list of cookie files holds only this one: RELOAD reads them all. (Emptying
+            // the list detaches the handle from the share's cookies: attach it again.)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, nil)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, path)
-            let result = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD")
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "")
-            return result == CURLE_OK
+            return ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD") == CURLE_OK
         }
     }
 
@@ -385,11 +388,17 @@ extension Transfer {
         }
         if t.cookies == true, let jar = o.cookieJar {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(jar.share))
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "")
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "") // turns the cookie engine on
         } else {
             // curl_easy_reset keeps a handle's share (and with it the cookies): detach it.
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
         }
+    }
+
+    /// Before curl_easy_reset: libcurl 7.88's reset leaks the list of cookie files (set by
+    /// CURLOPT_COOKIEFILE ""); emptying it keeps the share's cookies.
+    func prepareReset(_ previous: Options?) {
+        if previous?.cookieJar != nil { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, nil) }
     }
 
     /// The resolve overrides of this attempt, set on every attempt: libcurl keeps them in the
