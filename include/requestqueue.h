@@ -775,7 +775,9 @@ typedef enum rq_option {
      *  `http_proxy`, `https_proxy` (`HTTPS_PROXY`), `all_proxy` and `no_proxy`; set "" to ignore
      *  them. A failed proxy connection ends the attempt with RQ_OUTCOME_CANNOT_CONNECT, an unknown
      *  proxy host with RQ_OUTCOME_CANNOT_RESOLVE_HOST, a refused SOCKS handshake with
-     *  RQ_OUTCOME_TRANSPORT. An https proxy's certificate is verified against the system CAs. */
+     *  RQ_OUTCOME_TRANSPORT. An https proxy's certificate and name are always verified, against the
+     *  system CAs or RQ_OPTION_PROXY_CA_FILE (RQ_OPTION_UNSAFE_NO_TLS_VERIFY does not apply to the
+     *  proxy); a failure ends the attempt with RQ_OUTCOME_TLS or RQ_OUTCOME_TRANSPORT. */
     RQ_OPTION_PROXY = 3,
     /** S. Hosts reached without the proxy: comma-separated names (a name matches itself and its
      *  subdomains), IP addresses, or "*" for all. Replaces the environment's `no_proxy`. */
@@ -830,7 +832,10 @@ typedef enum rq_option {
     /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
      *  expiry and Secure rules (and the public suffix list). Off by default. */
-    RQ_OPTION_COOKIES = 20
+    RQ_OPTION_COOKIES = 20,
+    /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
+     *  the system's. */
+    RQ_OPTION_PROXY_CA_FILE = 21
 } rq_option;
 
 #define RQ_TLS_1_0 10

@@ -26,6 +26,7 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
             result = set(\.userAgent) { (try? Validation.headerValue($0)) != nil }
         case RQ_OPTION_PROXY: result = set(\.proxy, valid: TransportValidation.proxy)
         case RQ_OPTION_NO_PROXY: result = set(\.noProxy, valid: TransportValidation.hostList)
+        case RQ_OPTION_PROXY_CA_FILE: result = set(\.proxyCAFile, valid: TransportValidation.path)
         case RQ_OPTION_CLIENT_CERT: result = set(\.clientCertificate, valid: TransportValidation.path)
         case RQ_OPTION_CLIENT_KEY: result = set(\.clientKey, valid: TransportValidation.path)
         case RQ_OPTION_KEY_PASSWORD: result = set(\.keyPassword) { $0.count <= 4096 }

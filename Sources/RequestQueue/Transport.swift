@@ -341,6 +341,7 @@ extension Transfer {
         }
         string(CURLOPT_PROXY, t.proxy)
         string(CURLOPT_NOPROXY, t.noProxy)
+        string(CURLOPT_PROXY_CAINFO, t.proxyCAFile)
         string(CURLOPT_SSLCERT, t.clientCertificate)
         string(CURLOPT_SSLKEY, t.clientKey)
         string(CURLOPT_KEYPASSWD, t.keyPassword)

@@ -11,6 +11,8 @@ public struct TransportSettings: Equatable, Sendable {
     /// even from the environment. Unset: libcurl's environment variables.
     public var proxy: [UInt8]?
     public var noProxy: [UInt8]?
+    /// CA certificates for an https proxy's certificate.
+    public var proxyCAFile: [UInt8]?
     public var clientCertificate: [UInt8]?
     public var clientKey: [UInt8]?
     public var keyPassword: [UInt8]?
@@ -42,6 +44,7 @@ public struct TransportSettings: Equatable, Sendable {
         s.userAgent = userAgent ?? d.userAgent
         s.proxy = proxy ?? d.proxy
         s.noProxy = noProxy ?? d.noProxy
+        s.proxyCAFile = proxyCAFile ?? d.proxyCAFile
         s.clientCertificate = clientCertificate ?? d.clientCertificate
         s.clientKey = clientKey ?? d.clientKey
         s.keyPassword = keyPassword ?? d.keyPassword

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 PACKAGES = {"nginx": "nginx-light", "tinyproxy": "tinyproxy", "microsocks": "microsocks",
-            "brotli": "brotli", "zstd": "zstd", "openssl": "openssl"}
+            "brotli": "brotli", "zstd": "zstd", "openssl": "openssl", "stunnel4": "stunnel4"}
 TEXT = b"".join(b"line %05d: the quick brown fox jumps over the lazy dog\n" % i for i in range(2000))
 
 
@@ -96,7 +96,7 @@ class TransportServers:
             f.write(TEXT)
         run("brotli", "-k", "-f", os.path.join(www, "text.txt"))
         run("zstd", "-q", "-k", "-f", os.path.join(www, "text.txt"))
-        ports = {name: free_port() for name in ("http", "h2c", "tls", "mtls", "proxy", "socks")}
+        ports = {name: free_port() for name in ("http", "h2c", "tls", "mtls", "proxy", "socks", "tls_proxy")}
         sock = os.path.join(d, "nginx.sock")
         self.write_nginx(d, www, ports, sock)
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -110,6 +110,12 @@ class TransportServers:
                     "DisableViaHeader No\nViaProxyName \"rqtestproxy\"\n")
         self.spawn("tinyproxy", ["tinyproxy", "-d", "-c", conf])
         wait_port(ports["proxy"], self.procs[-1][1], "tinyproxy")
+        stunnel = os.path.join(d, "stunnel.conf")
+        with open(stunnel, "w") as f:  # an https proxy: TLS in front of tinyproxy
+            f.write(f"foreground = yes\npid =\n[proxy]\naccept = 127.0.0.1:{ports['tls_proxy']}\n"
+                    f"connect = 127.0.0.1:{ports['proxy']}\ncert = {d}/server.pem\nkey = {d}/server-key.pem\n")
+        self.spawn("stunnel", ["stunnel4", stunnel])
+        wait_port(ports["tls_proxy"], self.procs[-1][1], "stunnel")
         self.spawn("microsocks", ["microsocks", "-i", "127.0.0.1", "-p", str(ports["socks"]),
                                   "-u", "rquser", "-P", "rqpass"])
         wait_port(ports["socks"], self.procs[-1][1], "microsocks")
@@ -130,6 +136,7 @@ class TransportServers:
             "pin": pin,
             "wrong_pin": "sha256//" + base64.b64encode(hashlib.sha256(b"not the key").digest()).decode(),
             "proxy": f"http://127.0.0.1:{ports['proxy']}",
+            "https_proxy": f"https://127.0.0.1:{ports['tls_proxy']}",
             "socks": f"socks5h://rquser:rqpass@127.0.0.1:{ports['socks']}",
             "socks_bad_password": f"socks5://rquser:wrong@127.0.0.1:{ports['socks']}",
             "text_size": str(len(TEXT)),

@@ -257,6 +257,19 @@ static void section_proxy(void) {
     res = run(q, r);
     CHECK(strcmp((char *)res.body, "via=") == 0, "no-proxy host went through the proxy: \"%s\"", (char *)res.body);
     result_free(&res);
+    /* An https proxy (TLS to the proxy), verified with its CA; without it the proxy is not trusted. */
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_HTTPS_PROXY")));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, env("RQ_TX_CA")));
+    res = run(q, r);
+    CHECK(strstr((char *)res.body, "rqtestproxy") != NULL, "through the https proxy: outcome %d \"%s\" (%s)", res.outcome,
+          (char *)res.body, res.message);
+    result_free(&res);
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_HTTPS_PROXY")));
+    res = run(q, r);
+    CHECK(res.outcome != RQ_OUTCOME_OK, "an https proxy with an unknown CA was trusted");
+    result_free(&res);
     /* SOCKS5 with credentials; a wrong password fails. */
     r = req(base, "/ua");
     CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_SOCKS")));

@@ -1061,6 +1061,10 @@ static void rows_transport(void) {
         rq_request_set_option_string(r, RQ_OPTION_PROXY, "socks5h://u:p@[::1]:1080"));
     ROW(rq_request_set_option_string, VALID, "proxy \"\" (none, not even the environment's)", RQ_OK,
         rq_request_set_option_string(r, RQ_OPTION_PROXY, ""));
+    ROW(rq_request_set_option_string, INVALID, "proxy CA file \"\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, ""));
+    ROW(rq_request_set_option_string, VALID, "proxy CA file /tmp/ca.pem (read when the request runs)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, "/tmp/ca.pem"));
     ROW(rq_request_set_option_string, INVALID, "no-proxy with a tab", RQ_ERR_INVALID_ARGUMENT,
         rq_request_set_option_string(r, RQ_OPTION_NO_PROXY, "a\tb"));
     ROW(rq_request_set_option_string, VALID, "no-proxy \"a, b\"", RQ_OK,

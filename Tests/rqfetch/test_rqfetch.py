@@ -678,6 +678,8 @@ def test_transport_decoding_agent_and_proxies(tx, tmp_path):
     assert b"rqtestproxy" in fetch_stdout(["-x", tx["proxy"], tx["http"] + "/via"], tmp_path)
     assert fetch_stdout(["-x", tx["proxy"], "--noproxy", "127.0.0.1", tx["http"] + "/via"], tmp_path) == b"via="
     assert fetch_stdout(["--proxy", tx["socks"], tx["http"] + "/host"], tmp_path) == b"127.0.0.1"
+    assert b"rqtestproxy" in fetch_stdout(["-x", tx["https_proxy"], "--proxy-cacert", tx["ca"], tx["http"] + "/via"],
+                                          tmp_path)
     env = dict(os.environ, http_proxy=tx["proxy"])
     assert b"rqtestproxy" in run(["--plain", "-c", tx["http"] + "/via"], tmp_path, env=env).stdout
     assert run(["--plain", "-c", "-x", "", tx["http"] + "/via"], tmp_path, env=env).stdout == b"via="

@@ -19,6 +19,7 @@ enum {
     OPT_NO_COLOR,
     OPT_RAW,
     OPT_NOPROXY,
+    OPT_PROXY_CACERT,
     OPT_KEY,
     OPT_PASS,
     OPT_PINNEDPUBKEY,
@@ -64,6 +65,7 @@ static const struct option long_options[] = {
     {"user-agent", required_argument, NULL, 'A'},
     {"proxy", required_argument, NULL, 'x'},
     {"noproxy", required_argument, NULL, OPT_NOPROXY},
+    {"proxy-cacert", required_argument, NULL, OPT_PROXY_CACERT},
     {"cert", required_argument, NULL, 'E'},
     {"key", required_argument, NULL, OPT_KEY},
     {"pass", required_argument, NULL, OPT_PASS},
@@ -151,6 +153,7 @@ static const char help_connection[] =
     "                            if needed; '' uses no proxy. Without -x, http_proxy,\n"
     "                            https_proxy, all_proxy and no_proxy are honoured, as by curl\n"
     "      --noproxy=HOSTS       comma-separated hosts reached without the proxy ('*': all)\n"
+    "      --proxy-cacert=FILE   CA certificates (PEM) to verify an https:// proxy with\n"
     "      --unix-socket=PATH    connect to this Unix domain socket instead of the URL's host\n"
     "      --resolve=HOST:PORT:ADDR[,ADDR...]\n"
     "                            use ADDR for HOST:PORT (repeatable)\n"
@@ -538,6 +541,9 @@ int parse_options(int argc, char **argv, options *opt)
             break;
         case OPT_NOPROXY:
             add_text(opt, "--noproxy", RQ_OPTION_NO_PROXY, optarg);
+            break;
+        case OPT_PROXY_CACERT:
+            add_text(opt, "--proxy-cacert", RQ_OPTION_PROXY_CA_FILE, optarg);
             break;
         case 'E': {
             /* FILE[:PASSPHRASE], as curl (a ':' in the file name is written '\:' there; here the

@@ -67,6 +67,8 @@ def test_proxies(tx: Dict[str, str]) -> None:
         assert "rqtestproxy" in get(tx["http"] + "/via", q, proxy=tx["proxy"]).text
         assert get(tx["http"] + "/via", q).text == "via="  # the same handle, without the proxy
         assert get(tx["http"] + "/via", q, proxy=tx["proxy"], no_proxy=["127.0.0.1"]).text == "via="
+        assert "rqtestproxy" in get(tx["http"] + "/via", q, proxy=tx["https_proxy"], proxy_ca_file=tx["ca"]).text
+        assert not get(tx["http"] + "/via", q, proxy=tx["https_proxy"]).ok  # its CA is not the system's
         assert get(tx["http"] + "/ua", q, proxy=tx["socks"]).ok
         assert not get(tx["http"] + "/ua", q, proxy=tx["socks_bad_password"]).ok
     with pytest.raises(rq.InvalidArgumentError):

@@ -74,6 +74,8 @@ class TestTransport < Minitest::Test
     assert_includes get(tx["http"] + "/via", queue, proxy: tx["proxy"]).body, "rqtestproxy"
     assert_equal "via=", get(tx["http"] + "/via", queue).body
     assert_equal "via=", get(tx["http"] + "/via", queue, proxy: tx["proxy"], no_proxy: ["127.0.0.1"]).body
+    assert_includes get(tx["http"] + "/via", queue, proxy: tx["https_proxy"], proxy_ca_file: tx["ca"]).body, "rqtestproxy"
+    refute_equal :ok, get(tx["http"] + "/via", queue, proxy: tx["https_proxy"]).outcome
     assert_equal :ok, get(tx["http"] + "/ua", queue, proxy: tx["socks"]).outcome
     refute_equal :ok, get(tx["http"] + "/ua", queue, proxy: tx["socks_bad_password"]).outcome
     assert_raises(RequestQueue::InvalidArgumentError) { RequestQueue::Request.new(tx["http"], proxy: "ftp://p:21") }

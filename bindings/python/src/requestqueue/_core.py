@@ -621,6 +621,7 @@ class Request:
         user_agent: Optional[str] = None,
         proxy: Optional[str] = None,
         no_proxy: Optional[Union[str, Iterable[str]]] = None,
+        proxy_ca_file: Optional[PathInput] = None,
         client_cert: Optional[PathInput] = None,
         client_key: Optional[PathInput] = None,
         key_password: Optional[str] = None,
@@ -766,6 +767,7 @@ class Request:
             self._call(lib.rq_request_set_ca_file, _path(ca_file, "ca_file"), what="ca_file")
         _transport.apply_transport(self._handle, {
             "decode_content": decode_content, "user_agent": user_agent, "proxy": proxy, "no_proxy": no_proxy,
+            "proxy_ca_file": proxy_ca_file,
             "client_cert": client_cert, "client_key": client_key, "key_password": key_password,
             "pinned_public_key": pinned_public_key, "ca_dir": ca_dir, "tls_min_version": tls_min_version,
             "unsafe_no_tls_verify": unsafe_no_tls_verify, "unix_socket": unix_socket, "resolve": resolve,

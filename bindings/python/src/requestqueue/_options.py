@@ -47,6 +47,7 @@ class RequestOptions(TypedDict, total=False):
     user_agent: Optional[str]
     proxy: Optional[str]
     no_proxy: Optional[Union[str, Iterable[str]]]
+    proxy_ca_file: Optional["PathInput"]
     client_cert: Optional["PathInput"]
     client_key: Optional["PathInput"]
     key_password: Optional[str]

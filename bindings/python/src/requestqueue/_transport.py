@@ -19,6 +19,7 @@ _OPTIONS: Dict[str, Any] = {
     "user_agent": ("RQ_OPTION_USER_AGENT", "str"),
     "proxy": ("RQ_OPTION_PROXY", "str"),
     "no_proxy": ("RQ_OPTION_NO_PROXY", "str"),
+    "proxy_ca_file": ("RQ_OPTION_PROXY_CA_FILE", "path"),
     "client_cert": ("RQ_OPTION_CLIENT_CERT", "path"),
     "client_key": ("RQ_OPTION_CLIENT_KEY", "path"),
     "key_password": ("RQ_OPTION_KEY_PASSWORD", "str"),

@@ -50,6 +50,7 @@ module RequestQueue
   #                     user:password@ if needed; "" uses none, not even http_proxy & co from
   #                     the environment (honoured by default, as curl does)
   #   no_proxy:         hosts reached directly (String "a,b" or Array)
+  #   proxy_ca_file:    PEM file of CAs for an https:// proxy's certificate
   #   client_cert, client_key, key_password:  TLS client certificate and key (PEM files)
   #   pinned_public_key: "sha256//base64" or a key file; ca_dir: a c_rehash folder of CAs
   #   tls_min_version:  "1.0", "1.1", "1.2" or "1.3"

@@ -12,7 +12,8 @@ module RequestQueue
       pinned_public_key: [8, :string], ca_dir: [9, :path], tls_min_version: [10, :int],
       unsafe_no_tls_verify: [11, :bool], unix_socket: [12, :path], resolve: [13, :string],
       interface: [14, :string], ip_version: [15, :int], tcp_keepalive: [16, :int],
-      max_recv_speed: [17, :int], max_send_speed: [18, :int], http_version: [19, :int], cookies: [20, :bool]
+      max_recv_speed: [17, :int], max_send_speed: [18, :int], http_version: [19, :int], cookies: [20, :bool],
+      proxy_ca_file: [21, :path]
     }.freeze
     TLS_VERSIONS = { "1.0" => 10, "1.1" => 11, "1.2" => 12, "1.3" => 13 }.freeze
     HTTP_VERSIONS = { "1.1" => 11, "2" => 0, "2-prior-knowledge" => 20 }.freeze
