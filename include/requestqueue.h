@@ -60,9 +60,16 @@
  *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
  * - Booleans are `int`: 0 is false, any other value is true.
  * - Security defaults: only http and https URLs are accepted, for requests and for redirects;
- *   TLS certificates and host names are verified; at most 10 redirects are followed; credentials
- *   (set with `rq_request_set_credentials`, answered to a challenge, or an Authorization header)
- *   are not sent to another host after a redirect.
+ *   TLS certificates and host names are verified (unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set,
+ *   see "Transport settings"); at most 10 redirects are followed; credentials (set with
+ *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) are not
+ *   sent to another host after a redirect. As curl does, the proxy environment variables
+ *   (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`) are honoured unless a request or its
+ *   queue sets RQ_OPTION_PROXY.
+ * - Transport defaults: bodies are decoded (Accept-Encoding: deflate, gzip, br, zstd), a
+ *   User-Agent "librequestqueue/<version> libcurl/<version>" is sent, and HTTP/2 is used over
+ *   TLS when the server offers it; a queue's defaults (`rq_queue_get_defaults`) change any of
+ *   these for its requests.
  *
  * ===================================================================================================
  * Threading and callbacks
@@ -914,6 +921,183 @@ RQ_API rq_result rq_request_set_head_callback(rq_request *request, rq_head_fn fn
  *  Errors: RQ_ERR_INVALID_ARGUMENT (empty path), RQ_ERR_INVALID_STATE (a body callback is set),
  *  RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_output_file(rq_request *request, const char *path, int resume);
+
+/* ===================================================================================================
+ * Transport settings and queue defaults
+ * =================================================================================================== */
+
+/** Transport settings of a request, set with `rq_request_set_option_string` (S) or
+ *  `rq_request_set_option_int` (I). Each is unset until set; an unset setting takes the queue's
+ *  default (see `rq_queue_get_defaults`), else the library's default given here. A string setting
+ *  set to NULL is unset again. Values are checked when set: a value out of its range, or an option
+ *  given to the setter of the other type, gives RQ_ERR_INVALID_ARGUMENT. Files named here are read
+ *  when the request runs (a missing or bad one fails the request with RQ_OUTCOME_TLS). Values are
+ *  never renumbered. */
+typedef enum rq_option {
+    /** I. Content decoding, on by default (as requests, httpx, aiohttp and OkHttp do): the request
+     *  sends `Accept-Encoding` with every encoding this libcurl decodes (Debian's: deflate, gzip,
+     *  br, zstd) and the body, the progress figures and the streamed pieces are the decoded bytes.
+     *  0: no Accept-Encoding is sent and a body arrives as the server sent it (raw bytes, even if a
+     *  Content-Encoding header says it is compressed). An Accept-Encoding header set on the request
+     *  replaces the library's; with decoding on, what the server sends in any of the encodings above
+     *  is still decoded. A body that does not decode ends the attempt with RQ_OUTCOME_BAD_RESPONSE.
+     *  With a body callback or an output file, while the transfer is paused (see
+     *  `rq_request_set_body_callback`) libcurl keeps the decoded rest of the network read it was
+     *  decoding: a streamed, decoded transfer reads the network 16 KiB at a time, so this is at most
+     *  16 KiB times the compression ratio (about 1030:1 for gzip at worst; measured: 256 MiB of
+     *  gzip-compressed zeros streamed to a slow callback raised the peak RSS by 13 MiB). */
+    RQ_OPTION_DECODE_CONTENT = 1,
+    /** S. The User-Agent header. Default: "librequestqueue/<version> libcurl/<version>". "" sends no
+     *  User-Agent. A User-Agent header set on the request wins over this setting. */
+    RQ_OPTION_USER_AGENT = 2,
+    /** S. The proxy, a URL with scheme http, https (TLS to the proxy), socks4, socks4a, socks5 or
+     *  socks5h (the proxy resolves host names), optional credentials (`socks5://user:pw@host:1080`,
+     *  percent-encoded) and port (default 1080 for SOCKS, 80 for http, 443 for https proxies). ""
+     *  uses no proxy at all. Unset: like curl, libcurl honours the environment variables
+     *  `http_proxy`, `https_proxy` (`HTTPS_PROXY`), `all_proxy` and `no_proxy`; set "" to ignore
+     *  them. A failed proxy connection ends the attempt with RQ_OUTCOME_CANNOT_CONNECT, an unknown
+     *  proxy host with RQ_OUTCOME_CANNOT_RESOLVE_HOST, a refused SOCKS handshake with
+     *  RQ_OUTCOME_TRANSPORT. An https proxy's certificate and name are always verified, against the
+     *  system CAs or RQ_OPTION_PROXY_CA_FILE (RQ_OPTION_UNSAFE_NO_TLS_VERIFY does not apply to the
+     *  proxy); a failure ends the attempt with RQ_OUTCOME_TLS or RQ_OUTCOME_TRANSPORT. */
+    RQ_OPTION_PROXY = 3,
+    /** S. Hosts reached without the proxy: comma-separated names (a name matches itself and its
+     *  subdomains), IP addresses, or "*" for all. Replaces the environment's `no_proxy`. */
+    RQ_OPTION_NO_PROXY = 4,
+    /** S. Client certificate for TLS, a PEM file (it may hold the key too). */
+    RQ_OPTION_CLIENT_CERT = 5,
+    /** S. The client certificate's private key, a PEM file. */
+    RQ_OPTION_CLIENT_KEY = 6,
+    /** S. The passphrase of the private key. */
+    RQ_OPTION_KEY_PASSWORD = 7,
+    /** S. Public key pinning: "sha256//<base64>" (several joined with ';') or a PEM/DER file of
+     *  the key. A server whose key does not match fails with RQ_OUTCOME_TLS. */
+    RQ_OPTION_PINNED_PUBLIC_KEY = 8,
+    /** S. A directory of CA certificates (OpenSSL's c_rehash layout) to verify servers with, in
+     *  addition to the CA file. */
+    RQ_OPTION_CA_DIRECTORY = 9,
+    /** I. Minimum TLS version: RQ_TLS_1_0 ... RQ_TLS_1_3, or 0 for libcurl's default (TLS 1.2 with
+     *  Debian's OpenSSL settings). */
+    RQ_OPTION_TLS_MIN_VERSION = 10,
+    /** I. UNSAFE. Non-zero turns off verification of the server's certificate and host name (curl
+     *  -k): anyone on the path can read and change the exchange. For test servers only. 0 (the
+     *  default) verifies. */
+    RQ_OPTION_UNSAFE_NO_TLS_VERIFY = 11,
+    /** S. Connect to this Unix domain socket path (at most 107 bytes) instead of the URL's host and
+     *  port; the URL still gives the Host header and the path. */
+    RQ_OPTION_UNIX_SOCKET = 12,
+    /** S. Pin a host and port to addresses, as curl --resolve: "host:port:address[,address...]"
+     *  (IPv6 addresses in brackets). Each call adds one entry (at most 1000); NULL removes them
+     *  all. A request with resolve overrides, a local interface or an IP version always makes its
+     *  own connection and does not keep it for others (libcurl matches connections by host name,
+     *  not address), and the overrides do not outlive the request. */
+    RQ_OPTION_RESOLVE = 13,
+    /** S. The local interface name, IP address or host name to connect from ("eth0",
+     *  "192.0.2.1", "if!eth0", "host!name"), as curl --interface. */
+    RQ_OPTION_INTERFACE = 14,
+    /** I. RQ_IP_ANY (default), RQ_IP_V4 or RQ_IP_V6: which addresses of the host to use. */
+    RQ_OPTION_IP_VERSION = 15,
+    /** I. TCP keep-alive: seconds of idleness before the first probe and between probes (1 ...
+     *  86400); 0 (default) sends none. */
+    RQ_OPTION_TCP_KEEPALIVE = 16,
+    /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none. */
+    RQ_OPTION_MAX_RECV_SPEED = 17,
+    /** I. Maximum average send speed of the transfer, bytes per second; 0 (default) is none. */
+    RQ_OPTION_MAX_SEND_SPEED = 18,
+    /** I. HTTP version: RQ_HTTP_VERSION_DEFAULT (HTTP/2 over TLS when the server offers it,
+     *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+     *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
+     *  `rq_response_http_version`. With Debian's libcurl 7.88.1, a second h2c request on a kept
+     *  connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the HTTP2 framing layer"); the
+     *  library does not keep h2c connections (each h2c request makes its own). */
+    RQ_OPTION_HTTP_VERSION = 19,
+    /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the
+     *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
+     *  expiry and Secure rules (and the public suffix list). Off by default. */
+    RQ_OPTION_COOKIES = 20,
+    /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
+     *  the system's. */
+    RQ_OPTION_PROXY_CA_FILE = 21
+} rq_option;
+
+#define RQ_TLS_1_0 10
+#define RQ_TLS_1_1 11
+#define RQ_TLS_1_2 12
+#define RQ_TLS_1_3 13
+#define RQ_IP_ANY 0
+#define RQ_IP_V4 4
+#define RQ_IP_V6 6
+#define RQ_HTTP_VERSION_DEFAULT 0
+#define RQ_HTTP_VERSION_1_1 11
+#define RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE 20
+
+/** Sets a string transport setting (see `rq_option`); NULL unsets it. Errors:
+ *  RQ_ERR_INVALID_ARGUMENT (unknown option, an integer option, or a value it does not accept:
+ *  a proxy URL of another scheme, a resolve entry not host:port:address, an empty path),
+ *  RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_option_string(rq_request *request, rq_option option, const char *value);
+
+/** Sets an integer transport setting (see `rq_option`). Errors: RQ_ERR_INVALID_ARGUMENT (unknown
+ *  option, a string option, or a value out of range), RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_option_int(rq_request *request, rq_option option, int64_t value);
+
+/** The queue's defaults, as a request handle owned by the queue (valid until the queue is freed;
+ *  never freed, added or started: those calls give RQ_ERR_INVALID_STATE). Configure it with the
+ *  usual setters: at `rq_add`, a request takes from it every setting it did not set itself, like
+ *  httpx's `Client(headers=..., timeout=...)` or OkHttp's client builder. A request's own value
+ *  always wins, even when it equals the library's default. Changing the defaults affects the
+ *  requests added afterwards, not those already added. Inherited:
+ *    - headers: each default header whose name the request neither set nor removed (with a NULL
+ *      value) is added after the request's own;
+ *    - timeouts (total, connect, idle), credentials, maximum redirects, maximum response size,
+ *      CA file, and each retry setting (on/off, delay, outcomes, backoff, statuses,
+ *      non-idempotent, maximum attempts) separately;
+ *    - every `rq_option`.
+ *  Not inherited: URL, method, body, callbacks, priority, tag, output file. The defaults count
+ *  for duplicate detection as the request's own headers. The standalone queue of
+ *  `rq_request_start` has no defaults; `rq_queue_default()` has. Errors: RQ_ERR_NULL_ARGUMENT,
+ *  RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED (being freed). */
+RQ_API rq_result rq_queue_get_defaults(rq_queue *queue, rq_request **out_defaults);
+
+/** Limits the connections the queue's transfers use: at most `total` open at once and
+ *  `per_host` to one host (scheme, host and port); 0 (the default) is no limit. These are
+ *  libcurl's connection limits, beside the request limits (`rq_queue_set_max_concurrent`,
+ *  `rq_queue_set_max_per_host`): with HTTP/2 several running requests share one connection; over
+ *  HTTP/1.1, a running request that finds no free connection under the limit waits inside
+ *  libcurl for one, and that wait counts toward its timeouts. Takes effect when the next request
+ *  starts. Errors: RQ_ERR_INVALID_ARGUMENT (above 100000). */
+RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, size_t per_host);
+
+/** Reads the limits of `rq_queue_set_max_connections`. Errors: RQ_ERR_NULL_ARGUMENT. */
+RQ_API rq_result rq_queue_get_max_connections(rq_queue *queue, size_t *out_total, size_t *out_per_host);
+
+/** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when no response
+ *  was received (cancelled, connection failures), when the attempt was ended by the library's own
+ *  idle limit, or for NULL. */
+RQ_API int rq_response_http_version(const rq_response *response);
+
+/** The queue's cookies (those stored by requests with RQ_OPTION_COOKIES, or loaded), as the lines
+ *  of a Netscape cookie file ("domain\tsubdomains\tpath\tsecure\texpiry\tname\tvalue\n"; a
+ *  domain of "#HttpOnly_..." marks an HttpOnly cookie), in a NUL-terminated string to free with
+ *  `rq_string_free`; "" when there are none. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
+ *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED. */
+RQ_API rq_result rq_queue_cookies_list(rq_queue *queue, char **out_text);
+
+/** Frees a string handed out by the library (`rq_queue_cookies_list`). NULL is ignored. */
+RQ_API void rq_string_free(char *text);
+
+/** Removes every cookie of the queue. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE. */
+RQ_API rq_result rq_queue_cookies_clear(rq_queue *queue);
+
+/** Adds the cookies of a Netscape cookie file (as curl -b/-c and browsers' exports write them; or
+ *  a file of "Set-Cookie:" lines) to the queue's jar. Lines that are not cookies are skipped.
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read). */
+RQ_API rq_result rq_queue_cookies_load(rq_queue *queue, const char *path);
+
+/** Writes every cookie of the queue to a Netscape cookie file at `path` (created or replaced),
+ *  session cookies included. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM
+ *  (the file cannot be written). */
+RQ_API rq_result rq_queue_cookies_save(rq_queue *queue, const char *path);
 
 /* ===================================================================================================
  * Metrics

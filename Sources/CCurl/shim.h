@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <stdint.h>
+#include "share.h"
 
 typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_xferinfo_fn)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,

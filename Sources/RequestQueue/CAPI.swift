@@ -6,13 +6,13 @@ import RequestQueueCore
 
 // MARK: Helpers
 
-private func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
+func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
     guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
     guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
     return (q, RQ_OK)
 }
 
-private func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
+func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
     guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
     guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
     return (r, RQ_OK)
@@ -26,7 +26,7 @@ private func withQueue(_ pointer: OpaquePointer?, _ body: (Queue) -> rq_result) 
 }
 
 /// Runs `body` on the request's configuration, if it exists and can still be changed.
-private func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
+func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
     return r.configure(body)
@@ -42,6 +42,7 @@ private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKey
     configure(pointer) { r in
         guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
         r[keyPath: field] = seconds
+        r.explicitSettings.insert(InheritedSettings.seconds(field))
         return RQ_OK
     }
 }
@@ -321,7 +322,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     withQueue(queuePointer) { q in
         let (r, result) = request(requestPointer)
         guard let r else { return result }
-        return q.add(r)
+        guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
+        return q.transport.add(r, to: q)
     }
 }
 
@@ -352,6 +354,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard pointer != nil else { return RQ_OK }
     let (r, result) = request(pointer)
     guard let r else { return result }
+    guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
     var alreadyFreed = false
     let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
         guard r.callerHolds else {
@@ -385,6 +388,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         let lowercased = headerName.lowercased()
         guard let valueBytes = cStringBytes(value) else {
             r.headers.removeAll { $0.lowercasedName == lowercased }
+            r.removedHeaders.insert(lowercased)
             return RQ_OK
         }
         let headerValue: [UInt8]
@@ -446,6 +450,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_credentials(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
+        r.explicitSettings.insert(.credentials)
         guard let user else {
             r.user = nil
             r.password = nil
@@ -461,6 +466,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     configure(pointer) { r in
         guard maxRedirects <= 1000 else { return RQ_ERR_INVALID_ARGUMENT }
         r.maxRedirects = Int(maxRedirects)
+        r.explicitSettings.insert(.maxRedirects)
         return RQ_OK
     }
 }
@@ -468,6 +474,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_set_max_response_size(_ pointer: OpaquePointer?, _ maxBytes: UInt64) -> rq_result {
     configure(pointer) { r in
         r.maxResponseSize = maxBytes
+        r.explicitSettings.insert(.maxResponseSize)
         return RQ_OK
     }
 }
@@ -475,6 +482,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_set_ca_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
     configure(pointer) { r in
         r.caFile = path.map(copyCString)
+        r.explicitSettings.insert(.caFile)
         return RQ_OK
     }
 }
@@ -502,7 +510,11 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_set_retry(_ pointer: OpaquePointer?, _ enabled: Int32) -> rq_result {
-    configure(pointer) { r in r.retry.enabled = enabled != 0; return RQ_OK }
+    configure(pointer) { r in
+        r.retry.enabled = enabled != 0
+        r.explicitSettings.insert(.retry)
+        return RQ_OK
+    }
 }
 
 @c @implementation public func rq_request_set_retry_delay(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
@@ -521,6 +533,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             set.insert(outcome)
         }
         r.retry.outcomes = set
+        r.explicitSettings.insert(.retryOutcomes)
         return RQ_OK
     }
 }
@@ -529,12 +542,13 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     configure(pointer) { r in
         guard maxAttempts <= 1_000_000 else { return RQ_ERR_INVALID_ARGUMENT }
         r.retry.maxAttempts = Int(maxAttempts)
+        r.explicitSettings.insert(.maxAttempts)
         return RQ_OK
     }
 }
 
 @c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
-    let (r, result) = request(pointer)
+    let (r, result) = startableRequest(pointer)
     guard let r else { return result }
     guard let queue = standaloneQueue.queue else { return RQ_ERR_SYSTEM }
     return queue.add(r)
@@ -583,6 +597,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         r.retry.multiplier = multiplier
         r.retry.maxDelay = maxDelay
         r.retry.jitter = jitter
+        r.explicitSettings.insert(.retryBackoff)
         return RQ_OK
     }
 }
@@ -598,12 +613,17 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             set.insert(Int(status))
         }
         r.retry.statuses = set
+        r.explicitSettings.insert(.retryStatuses)
         return RQ_OK
     }
 }
 
 @c @implementation public func rq_request_set_retry_non_idempotent(_ pointer: OpaquePointer?, _ allow: Int32) -> rq_result {
-    configure(pointer) { r in r.retry.retriesNonIdempotent = allow != 0; return RQ_OK }
+    configure(pointer) { r in
+        r.retry.retriesNonIdempotent = allow != 0
+        r.explicitSettings.insert(.retryNonIdempotent)
+        return RQ_OK
+    }
 }
 
 @c @implementation public func rq_request_get_state(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_request_state>?) -> rq_result {

@@ -142,6 +142,7 @@ final class Engine: @unchecked Sendable {
     func shutdown() {
         send(.shutdown)
         pthread_join(thread, nil)
+        queue.transport.close() // the queue's defaults handle goes with it
     }
 
     private func run() {
@@ -256,6 +257,7 @@ final class Engine: @unchecked Sendable {
             return
         }
         transfer.begin(request, generation: generation)
+        queue.transport.applyConnectionLimits(multi)
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
             pool.append(transfer)
@@ -283,6 +285,7 @@ final class Engine: @unchecked Sendable {
             guard let request = transfer.request else { continue }
             let generation = transfer.generation
             let response = transfer.response(for: request, code: code)
+            response.httpVersion = transfer.negotiatedHTTPVersion
             recycle(transfer)
             finished(request, generation, response)
         }

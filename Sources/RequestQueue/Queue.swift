@@ -52,6 +52,8 @@ final class Queue: @unchecked Sendable {
 
     let kind: Kind
     let threaded: Bool
+    /// The queue's defaults request and cookie jar (Transport.swift).
+    let transport = QueueTransport()
     private(set) var handle: UInt = 0
 
     /// Guards everything below, and the runtime fields of the requests in this queue.

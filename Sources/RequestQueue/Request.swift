@@ -125,6 +125,18 @@ final class Request: @unchecked Sendable {
     /// (engine thread; 0 until then).
     var acceptedAt = 0.0
     var firstAttemptAt = 0.0
+    // Transport settings and queue defaults (Transport.swift).
+    var transport = TransportSettings()
+    /// The inheritable settings set on this request; the others come from the queue's defaults.
+    var explicitSettings: InheritedSettings = []
+    /// Those taken from a queue's defaults at rq_add.
+    var inheritedSettings: InheritedSettings = []
+    /// Headers removed from this request by name: a queue's default of that name is not added.
+    var removedHeaders = Set<String>()
+    /// The defaults request of a queue (`rq_queue_get_defaults`): configured, never run or freed.
+    var isDefaults = false
+    /// The queue's cookie jar, when the request uses cookies (set at rq_add).
+    var cookieJar: CookieJar?
     /// Whether the body of a 2xx response goes to the callback or the file, not to the response.
     var streamsBody: Bool { bodyCallback != nil || outputPath != nil }
 

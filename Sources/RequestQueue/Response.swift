@@ -35,6 +35,8 @@ final class Response: @unchecked Sendable {
     /// The head of a 401 that ended the attempt, posted only if no authentication answers it
     /// (see `Transfer.headEnded`); set before the response is posted.
     var deferredHead: Response?
+    /// The HTTP version of the response (10, 11, 20, 30; 0 without one), `rq_response_http_version`.
+    var httpVersion: Int32 = 0
 
     /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
     /// header lines are copied after it.

@@ -18,6 +18,8 @@ final class Transfer {
     /// The response's header lines as received (without the status line), parsed by `Response`.
     private let headers = ByteBuffer()
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The resolve overrides of the current attempt (Transport.swift).
+    private var resolveOverrides: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     /// The options set on the handle besides those of every attempt (URL, headers, body); nil
     /// until the first attempt.
@@ -95,12 +97,15 @@ final class Transfer {
         let user: CString?
         let password: CString?
         let auth: UInt
+        let transport: TransportSettings
+        let cookieJar: CookieJar?
 
         static func == (a: Options, b: Options) -> Bool {
             a === b || (a.method == b.method && a.sendsBody == b.sendsBody && a.maxRedirects == b.maxRedirects
                 && a.maxResponseSize == b.maxResponseSize && a.caFile == b.caFile && a.https == b.https
                 && a.streamsBody == b.streamsBody && a.progress == b.progress && a.timeout == b.timeout
-                && a.connectTimeout == b.connectTimeout && a.user == b.user && a.password == b.password && a.auth == b.auth)
+                && a.connectTimeout == b.connectTimeout && a.user == b.user && a.password == b.password && a.auth == b.auth
+                && a.transport == b.transport && a.cookieJar === b.cookieJar)
         }
 
         init(_ r: Request) {
@@ -114,6 +119,8 @@ final class Transfer {
             progress = r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)
             timeout = r.timeout
             connectTimeout = r.connectTimeout
+            transport = r.transport
+            cookieJar = r.cookieJar
             if let credentials = r.authCredentials {
                 user = credentials.user
                 password = credentials.password
@@ -146,6 +153,7 @@ final class Transfer {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
         curl_slist_free_all(headerList)
+        curl_slist_free_all(resolveOverrides)
         _ = file?.close()
     }
 
@@ -199,6 +207,11 @@ final class Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
             curl_slist_free_all(headerList)
             headerList = nil
+        }
+        if resolveOverrides != nil {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, nil)
+            curl_slist_free_all(resolveOverrides)
+            resolveOverrides = nil
         }
         if request?.sendsBody == true { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
         _ = file?.close()
@@ -270,6 +283,7 @@ final class Transfer {
         r.transferOptions = wanted
         if options != wanted {
             if options != nil {
+                prepareReset(options)
                 curl_easy_reset(easy)
                 setFixedOptions()
             }
@@ -278,6 +292,8 @@ final class Transfer {
         }
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         configureHeaders(r)
+        resolveOverrides = resolveList(wanted.transport)
+        if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
@@ -318,6 +334,7 @@ final class Transfer {
             _ = password.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_PASSWORD, $0.baseAddress) }
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: o.auth))
         }
+        applyTransport(o)
     }
 
     private func configureHeaders(_ r: Request) {

@@ -177,6 +177,7 @@ static void response_rows(void *context, rq_request *request, const rq_response 
     ROWV(rq_response_outcome, VALID, "a real response", "RQ_OUTCOME_OK", rq_response_outcome(response) == RQ_OUTCOME_OK);
     ROWV(rq_response_status, VALID, "a real response", "200", rq_response_status(response) == 200);
     ROWV(rq_response_attempts, VALID, "a real response", "1", rq_response_attempts(response) == 1);
+    ROWV(rq_response_http_version, VALID, "a real HTTP/1.1 response", "11", rq_response_http_version(response) == 11);
     rq_metrics m;
     memset(&m, 0x5a, sizeof m);
     ROW(rq_response_metrics, NULL, "out_metrics NULL", RQ_ERR_NULL_ARGUMENT, rq_response_metrics(response, NULL));
@@ -1049,6 +1050,208 @@ static void rows_request_extras(void) {
     CHECK_OK(rq_queue_free(sq));
 }
 
+/* Transport settings, queue defaults, connection limits and cookies (issue 17). */
+static void rows_transport(void) {
+    rq_request *r = new_request(), *freed = new_request(), *frozen = new_request(), *defaults = NULL;
+    rq_queue *q, *fq, *sq;
+    char *text = NULL, path[512];
+    size_t total = 0, per_host = 0;
+    CHECK_OK(rq_request_free(freed));
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &fq));
+    CHECK_OK(rq_queue_free(fq));
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &sq));
+    CHECK_OK(rq_queue_suspend(sq));
+    CHECK_OK(rq_add(sq, frozen));
+    rq_request *as_request = (rq_request *)(void *)sq;
+    rq_queue *as_queue = (rq_queue *)(void *)r;
+    snprintf(path, sizeof path, "%s/cookies-matrix.txt", tmpdir);
+
+    /* rq_request_set_option_string */
+    ROW(rq_request_set_option_string, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT,
+        rq_request_set_option_string(NULL, RQ_OPTION_USER_AGENT, "a"));
+    ROW(rq_request_set_option_string, FREED, "a freed request", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_option_string(freed, RQ_OPTION_USER_AGENT, "a"));
+    ROW(rq_request_set_option_string, FOREIGN, "a queue handle", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_option_string(as_request, RQ_OPTION_USER_AGENT, "a"));
+    ROW(rq_request_set_option_string, FOREIGN, "a heap block", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_option_string(heap_block, RQ_OPTION_USER_AGENT, "a"));
+    ROW(rq_request_set_option_string, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN,
+        rq_request_set_option_string(frozen, RQ_OPTION_PROXY, ""));
+    ROW(rq_request_set_option_string, INVALID, "option 0", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, (rq_option)0, "a"));
+    ROW(rq_request_set_option_string, INVALID, "option 999", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, (rq_option)999, "a"));
+    ROW(rq_request_set_option_string, INVALID, "an integer option (DECODE_CONTENT)", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_DECODE_CONTENT, "1"));
+    ROW(rq_request_set_option_string, INVALID, "User-Agent with CR LF", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, "a\r\nX-Injected: 1"));
+    ROW(rq_request_set_option_string, INVALID, "User-Agent of 1 MiB", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, huge_string));
+    ROW(rq_request_set_option_string, VALID, "User-Agent \"\" (none sent)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, ""));
+    ROW(rq_request_set_option_string, VALID, "User-Agent NULL (unset)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, NULL));
+    ROW(rq_request_set_option_string, INVALID, "proxy ftp://h", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "ftp://h:21"));
+    ROW(rq_request_set_option_string, INVALID, "proxy without scheme", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "127.0.0.1:3128"));
+    ROW(rq_request_set_option_string, INVALID, "proxy with a space", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "http://a b:1"));
+    ROW(rq_request_set_option_string, INVALID, "proxy port 70000", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "http://h:70000"));
+    ROW(rq_request_set_option_string, INVALID, "proxy with a path", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "http://h:1/x"));
+    ROW(rq_request_set_option_string, INVALID, "proxy with no host", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "socks5://user:pw@:1080"));
+    ROW(rq_request_set_option_string, VALID, "proxy socks5h://u:p@[::1]:1080", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, "socks5h://u:p@[::1]:1080"));
+    ROW(rq_request_set_option_string, VALID, "proxy \"\" (none, not even the environment's)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY, ""));
+    ROW(rq_request_set_option_string, INVALID, "proxy CA file \"\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, ""));
+    ROW(rq_request_set_option_string, VALID, "proxy CA file /tmp/ca.pem (read when the request runs)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, "/tmp/ca.pem"));
+    ROW(rq_request_set_option_string, INVALID, "no-proxy with a tab", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_NO_PROXY, "a\tb"));
+    ROW(rq_request_set_option_string, VALID, "no-proxy \"a, b\"", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_NO_PROXY, "a, b"));
+    ROW(rq_request_set_option_string, INVALID, "client certificate path \"\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_CLIENT_CERT, ""));
+    ROW(rq_request_set_option_string, INVALID, "client key path of 1 MiB", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_CLIENT_KEY, huge_string));
+    ROW(rq_request_set_option_string, VALID, "key password \"\"", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_KEY_PASSWORD, ""));
+    ROW(rq_request_set_option_string, INVALID, "pinned key \"\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_PINNED_PUBLIC_KEY, ""));
+    ROW(rq_request_set_option_string, INVALID, "CA directory \"\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_CA_DIRECTORY, ""));
+    ROW(rq_request_set_option_string, INVALID, "Unix socket path of 108 bytes", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_UNIX_SOCKET, huge_string + (1 << 20) - 108));
+    ROW(rq_request_set_option_string, VALID, "Unix socket path of 107 bytes", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_UNIX_SOCKET, huge_string + (1 << 20) - 107));
+    ROW(rq_request_set_option_string, INVALID, "resolve \"host:80\" (no address)", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, "host:80"));
+    ROW(rq_request_set_option_string, INVALID, "resolve port 0", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, "host:0:127.0.0.1"));
+    ROW(rq_request_set_option_string, INVALID, "resolve \"-host:80\" (curl's removal form)", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, "-host:80:127.0.0.1"));
+    ROW(rq_request_set_option_string, INVALID, "resolve address \"localhost\"", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, "host:80:localhost"));
+    ROW(rq_request_set_option_string, VALID, "resolve host:443:127.0.0.1,[::1]", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, "host:443:127.0.0.1,[::1]"));
+    ROW(rq_request_set_option_string, VALID, "resolve NULL (removes all)", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_RESOLVE, NULL));
+    ROW(rq_request_set_option_string, INVALID, "interface with a space", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_string(r, RQ_OPTION_INTERFACE, "eth 0"));
+    ROW(rq_request_set_option_string, VALID, "interface if!lo", RQ_OK,
+        rq_request_set_option_string(r, RQ_OPTION_INTERFACE, "if!lo"));
+
+    /* rq_request_set_option_int */
+    ROW(rq_request_set_option_int, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT,
+        rq_request_set_option_int(NULL, RQ_OPTION_DECODE_CONTENT, 0));
+    ROW(rq_request_set_option_int, FREED, "a freed request", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_option_int(freed, RQ_OPTION_DECODE_CONTENT, 0));
+    ROW(rq_request_set_option_int, FOREIGN, "a queue handle", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_option_int(as_request, RQ_OPTION_DECODE_CONTENT, 0));
+    ROW(rq_request_set_option_int, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN,
+        rq_request_set_option_int(frozen, RQ_OPTION_DECODE_CONTENT, 0));
+    ROW(rq_request_set_option_int, INVALID, "option -1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, (rq_option)-1, 0));
+    ROW(rq_request_set_option_int, INVALID, "a string option (PROXY)", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_PROXY, 0));
+    ROW(rq_request_set_option_int, VALID, "DECODE_CONTENT INT64_MIN (true)", RQ_OK,
+        rq_request_set_option_int(r, RQ_OPTION_DECODE_CONTENT, INT64_MIN));
+    ROW(rq_request_set_option_int, INVALID, "TLS minimum 14", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_TLS_MIN_VERSION, 14));
+    ROW(rq_request_set_option_int, INVALID, "TLS minimum 9", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_TLS_MIN_VERSION, 9));
+    ROW(rq_request_set_option_int, VALID, "TLS minimum RQ_TLS_1_3", RQ_OK,
+        rq_request_set_option_int(r, RQ_OPTION_TLS_MIN_VERSION, RQ_TLS_1_3));
+    ROW(rq_request_set_option_int, INVALID, "IP version 5", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_IP_VERSION, 5));
+    ROW(rq_request_set_option_int, INVALID, "IP version INT64_MAX", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_IP_VERSION, INT64_MAX));
+    ROW(rq_request_set_option_int, INVALID, "HTTP version 2 (not 20)", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, 2));
+    ROW(rq_request_set_option_int, VALID, "HTTP version RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE", RQ_OK,
+        rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    ROW(rq_request_set_option_int, INVALID, "keep-alive -1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_TCP_KEEPALIVE, -1));
+    ROW(rq_request_set_option_int, INVALID, "keep-alive 86401", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_TCP_KEEPALIVE, 86401));
+    ROW(rq_request_set_option_int, INVALID, "receive speed -1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_option_int(r, RQ_OPTION_MAX_RECV_SPEED, -1));
+    ROW(rq_request_set_option_int, VALID, "send speed INT64_MAX", RQ_OK,
+        rq_request_set_option_int(r, RQ_OPTION_MAX_SEND_SPEED, INT64_MAX));
+    ROW(rq_request_set_option_int, VALID, "UNSAFE_NO_TLS_VERIFY 0", RQ_OK,
+        rq_request_set_option_int(r, RQ_OPTION_UNSAFE_NO_TLS_VERIFY, 0));
+
+    /* rq_queue_get_defaults */
+    ROW(rq_queue_get_defaults, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_defaults(NULL, &defaults));
+    ROW(rq_queue_get_defaults, NULL, "out NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_defaults(q, NULL));
+    ROW(rq_queue_get_defaults, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_get_defaults(fq, &defaults));
+    ROW(rq_queue_get_defaults, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE, rq_queue_get_defaults(as_queue, &defaults));
+    ROW(rq_queue_get_defaults, VALID, "a queue", RQ_OK, rq_queue_get_defaults(q, &defaults));
+    ROW(rq_add, STATE, "a queue's defaults request", RQ_ERR_INVALID_STATE, rq_add(q, defaults));
+    ROW(rq_request_free, STATE, "a queue's defaults request", RQ_ERR_INVALID_STATE, rq_request_free(defaults));
+    ROW(rq_request_start, STATE, "a queue's defaults request", RQ_ERR_INVALID_STATE, rq_request_start(defaults));
+    ROW(rq_request_set_option_int, VALID, "a queue's defaults request", RQ_OK,
+        rq_request_set_option_int(defaults, RQ_OPTION_COOKIES, 1));
+
+    /* rq_queue_set_max_connections / rq_queue_get_max_connections */
+    ROW(rq_queue_set_max_connections, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_set_max_connections(NULL, 1, 1));
+    ROW(rq_queue_set_max_connections, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_set_max_connections(fq, 1, 1));
+    ROW(rq_queue_set_max_connections, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE,
+        rq_queue_set_max_connections(as_queue, 1, 1));
+    ROW(rq_queue_set_max_connections, INVALID, "total SIZE_MAX", RQ_ERR_INVALID_ARGUMENT,
+        rq_queue_set_max_connections(q, SIZE_MAX, 0));
+    ROW(rq_queue_set_max_connections, INVALID, "per host 100001", RQ_ERR_INVALID_ARGUMENT,
+        rq_queue_set_max_connections(q, 0, 100001));
+    ROW(rq_queue_set_max_connections, VALID, "100000, 100000", RQ_OK, rq_queue_set_max_connections(q, 100000, 100000));
+    ROW(rq_queue_get_max_connections, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_max_connections(NULL, &total, &per_host));
+    ROW(rq_queue_get_max_connections, NULL, "out_total NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_max_connections(q, NULL, &per_host));
+    ROW(rq_queue_get_max_connections, NULL, "out_per_host NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_max_connections(q, &total, NULL));
+    ROW(rq_queue_get_max_connections, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_get_max_connections(fq, &total, &per_host));
+    ROWV(rq_queue_get_max_connections, VALID, "after 100000, 100000", "RQ_OK, 100000, 100000",
+         rq_queue_get_max_connections(q, &total, &per_host) == RQ_OK && total == 100000 && per_host == 100000);
+
+    /* rq_response_http_version (a live response: see response_rows) */
+    ROWV(rq_response_http_version, NULL, "response NULL", "0", rq_response_http_version(NULL) == 0);
+
+    /* Cookies */
+    ROW(rq_queue_cookies_list, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_list(NULL, &text));
+    ROW(rq_queue_cookies_list, NULL, "out NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_list(q, NULL));
+    ROW(rq_queue_cookies_list, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_list(fq, &text));
+    ROW(rq_queue_cookies_list, FOREIGN, "UINTPTR_MAX", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_list(foreign(3), &text));
+    ROWV(rq_queue_cookies_list, VALID, "an empty jar", "RQ_OK, \"\"",
+         rq_queue_cookies_list(q, &text) == RQ_OK && text != NULL && text[0] == '\0');
+    ROWV(rq_string_free, NULL, "NULL", "returns", (rq_string_free(NULL), 1));
+    ROWV(rq_string_free, VALID, "a cookie list", "returns", (rq_string_free(text), 1));
+    ROW(rq_queue_cookies_clear, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_clear(NULL));
+    ROW(rq_queue_cookies_clear, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_clear(fq));
+    ROW(rq_queue_cookies_clear, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_clear(as_queue));
+    ROW(rq_queue_cookies_clear, VALID, "an empty jar", RQ_OK, rq_queue_cookies_clear(q));
+    ROW(rq_queue_cookies_save, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_save(NULL, path));
+    ROW(rq_queue_cookies_save, NULL, "path NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_save(q, NULL));
+    ROW(rq_queue_cookies_save, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_save(fq, path));
+    ROW(rq_queue_cookies_save, INVALID, "path \"\"", RQ_ERR_SYSTEM, rq_queue_cookies_save(q, ""));
+    ROW(rq_queue_cookies_save, INVALID, "a folder that does not exist", RQ_ERR_SYSTEM,
+        rq_queue_cookies_save(q, "/nonexistent/dir/cookies.txt"));
+    ROW(rq_queue_cookies_save, VALID, "a file in the temporary folder", RQ_OK, rq_queue_cookies_save(q, path));
+    ROW(rq_queue_cookies_load, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_load(NULL, path));
+    ROW(rq_queue_cookies_load, NULL, "path NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_cookies_load(q, NULL));
+    ROW(rq_queue_cookies_load, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_cookies_load(fq, path));
+    ROW(rq_queue_cookies_load, INVALID, "a file that does not exist", RQ_ERR_SYSTEM,
+        rq_queue_cookies_load(q, "/nonexistent/cookies.txt"));
+    ROW(rq_queue_cookies_load, VALID, "the file just saved", RQ_OK, rq_queue_cookies_load(q, path));
+
+    CHECK_OK(rq_request_free(r));
+    CHECK_OK(rq_request_free(frozen));
+    CHECK_OK(rq_queue_free(sq));
+    CHECK_OK(rq_queue_free(q));
+}
+
 /* An output file's path is used as given: a non-UTF-8 file name gets that very name (or is
  * refused), never another one. */
 static void rows_output_file_bytes(void) {
@@ -1274,13 +1477,14 @@ static int read_decls(struct decl *decls, int max) {
 
 /* Functions whose only argument is a pointer the library cannot check, so that NULL is the only
  * invalid input with a defined result: responses are borrowed and unchecked (the header says so),
- * and rq_snapshot_free frees what rq_queue_snapshot allocated (any other pointer is undefined, as
- * for free()). */
+ * and rq_snapshot_free frees what rq_queue_snapshot allocated, rq_string_free what
+ * rq_queue_cookies_list did (any other pointer is undefined, as for free()). */
 static int only_null_defined(const char *name) {
     static const char *const names[] = {"rq_snapshot_free", "rq_response_outcome", "rq_response_status",
                                         "rq_response_body", "rq_response_header_count", "rq_response_url",
                                         "rq_response_error_message", "rq_response_attempts",
-                                        "rq_response_retain", "rq_response_release"};
+                                        "rq_response_retain", "rq_response_release", "rq_response_http_version",
+                                        "rq_string_free"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;
@@ -1350,6 +1554,7 @@ int main(int argc, char **argv) {
     rows_responses_and_challenges();
     rows_credential_bytes();
     rows_output_file_bytes();
+    rows_transport();
 
     /* Every function of the header has its rows. */
     static struct decl decls[256];

@@ -150,7 +150,7 @@ def files_in(d):
 def declared_options():
     """The options declared in options.c: long names from the getopt_long table, short letters."""
     source = (ROOT / "examples-c" / "rqfetch" / "options.c").read_text()
-    longs = re.findall(r'\{"([a-z-]+)", (?:no|required)_argument, NULL, (\'.\'|\w+)\}', source)
+    longs = re.findall(r'\{"([a-z0-9.-]+)", (?:no|required)_argument, NULL, (\'.\'|\w+)\}', source)
     shorts = re.search(r'short_options\[\] = ":?([^"]*)"', source).group(1).replace(":", "")
     assert len(longs) >= 15 and len(shorts) >= 10, (longs, shorts)
     return longs, shorts
@@ -162,7 +162,7 @@ def test_help_documents_every_option(tmp_path):
     text = r.stdout.decode()
     assert text.startswith("Usage: rqfetch [OPTION]... [URL]...\n")
     longs, shorts = declared_options()
-    documented = re.findall(r"^  (?:-(.), )?\s*--([a-z-]+)", text, re.M)
+    documented = re.findall(r"^  (?:-(.), )?\s*--([a-z0-9.-]*[a-z0-9])", text, re.M)
     doc_long = {name: short for short, name in documented}
     for name, val in longs:
         assert name in doc_long, f"--{name} is not in --help"
@@ -652,3 +652,55 @@ def test_demo_in_a_terminal(tmp_path, tmux):
     assert sorted(failed) == [("404", "/status/404?id=missing-1"), ("404", "/status/404?id=missing-2"),
                               ("503", "/status/503?id=unavailable")]
     assert len(os.listdir(tmp_path / "rqfetch-demo")) == 297
+
+
+# ---- transport options (issue 17), against nginx, tinyproxy and microsocks --------------------
+
+@pytest.fixture(scope="module")
+def tx():
+    sys.path.insert(0, str(ROOT / "Tests" / "Fixtures"))
+    from transport_servers import TransportServers
+    with TransportServers() as servers:
+        yield servers.endpoints
+
+
+def fetch_stdout(args, tmp_path):
+    r = run(["--plain", "-c", *args], tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout
+
+
+def test_transport_decoding_agent_and_proxies(tx, tmp_path):
+    assert len(fetch_stdout([tx["http"] + "/br"], tmp_path)) == int(tx["text_size"])
+    assert fetch_stdout(["--raw", "-H", "Accept-Encoding: gzip", tx["http"] + "/text"], tmp_path)[:2] == b"\x1f\x8b"
+    assert fetch_stdout([tx["http"] + "/ua"], tmp_path) == b"rqfetch/0.1.0"
+    assert fetch_stdout(["-A", "agent/7", tx["http"] + "/ua"], tmp_path) == b"agent/7"
+    assert b"rqtestproxy" in fetch_stdout(["-x", tx["proxy"], tx["http"] + "/via"], tmp_path)
+    assert fetch_stdout(["-x", tx["proxy"], "--noproxy", "127.0.0.1", tx["http"] + "/via"], tmp_path) == b"via="
+    assert fetch_stdout(["--proxy", tx["socks"], tx["http"] + "/host"], tmp_path) == b"127.0.0.1"
+    assert b"rqtestproxy" in fetch_stdout(["-x", tx["https_proxy"], "--proxy-cacert", tx["ca"], tx["http"] + "/via"],
+                                          tmp_path)
+    env = dict(os.environ, http_proxy=tx["proxy"])
+    assert b"rqtestproxy" in run(["--plain", "-c", tx["http"] + "/via"], tmp_path, env=env).stdout
+    assert run(["--plain", "-c", "-x", "", tx["http"] + "/via"], tmp_path, env=env).stdout == b"via="
+    r = run(["-x", "ftp://proxy:21", tx["http"] + "/ua"], tmp_path)
+    assert r.returncode == 2 and b"-x/--proxy" in r.stderr
+
+
+def test_transport_tls_connections_versions_and_cookies(tx, tmp_path):
+    body = fetch_stdout(["--cacert", tx["ca"], "-E", tx["client_cert"] + ":" + tx["key_password"],
+                         "--key", tx["client_key"], tx["mtls"] + "/proto"], tmp_path)
+    assert body == b"HTTP/2.0 client=CN=rq-client"
+    assert fetch_stdout(["-k", "--http1.1", tx["tls"] + "/proto"], tmp_path).startswith(b"HTTP/1.1")
+    r = run(["--plain", "-c", "--cacert", tx["ca"], "--pinnedpubkey", tx["wrong_pin"], tx["tls"] + "/proto"], tmp_path)
+    assert r.returncode == 1
+    assert fetch_stdout(["--http2-prior-knowledge", tx["h2c"] + "/proto"], tmp_path).startswith(b"HTTP/2.0")
+    assert fetch_stdout(["--unix-socket", tx["unix_socket"], "http://sock.invalid/host"], tmp_path) == b"sock.invalid"
+    port = tx["http_port"]
+    assert fetch_stdout(["--resolve", f"pinned.invalid:{port}:127.0.0.1", "-4", "--keepalive-time", "30",
+                         "--limit-rate", "10M", f"http://pinned.invalid:{port}/host"], tmp_path) == b"pinned.invalid"
+    jar = tmp_path / "jar.txt"
+    fetch_stdout(["--cookie-jar", str(jar), tx["http"] + "/cookies/set?name=k&value=v"], tmp_path)
+    assert "\tk\tv" in jar.read_text()
+    assert fetch_stdout(["-b", str(jar), tx["http"] + "/cookies"], tmp_path) == b"cookie=k=v"
+    assert run(["-b", str(tmp_path / "missing"), tx["http"] + "/cookies"], tmp_path).returncode == 2

@@ -334,8 +334,10 @@ static rq_request *make_request(app *a, job *j, const url_entry *u)
         usage_error("bad method '%s' for -X: %s", method, rq_result_str(res));
         goto fail;
     }
-    if (!has_header(opt, "User-Agent") &&
-        (res = rq_request_set_header(r, "User-Agent", "rqfetch/" RQFETCH_VERSION)) != RQ_OK)
+    int agent_given = has_header(opt, "User-Agent"); /* -H, or -A (the queue's defaults) */
+    for (size_t i = 0; i < opt->ntransport; i++)
+        agent_given |= opt->transport[i].option == RQ_OPTION_USER_AGENT;
+    if (!agent_given && (res = rq_request_set_header(r, "User-Agent", "rqfetch/" RQFETCH_VERSION)) != RQ_OK)
         goto fail_header;
     if (opt->has_body && !has_header(opt, "Content-Type") &&
         (res = rq_request_set_header(r, "Content-Type", "application/x-www-form-urlencoded")) != RQ_OK)
@@ -445,6 +447,11 @@ int main(int argc, char **argv)
         free_options(&a->opt);
         return EXIT_SOME_FAILED;
     }
+    if (apply_transport_options(&a->opt, a->queue) != 0) {
+        rq_queue_free(a->queue);
+        free_options(&a->opt);
+        return EXIT_USAGE;
+    }
 
     /* Every request is built and checked before any is added: bad input fetches nothing. */
     a->njobs = a->opt.nurls;
@@ -544,6 +551,8 @@ int main(int argc, char **argv)
 
     double end = now_seconds();
     display_finish(a, end);
+    if (a->opt.cookie_jar && (res = rq_queue_cookies_save(a->queue, a->opt.cookie_jar)) != RQ_OK)
+        fprintf(stderr, "rqfetch: cannot write the cookie jar '%s'\n", a->opt.cookie_jar);
     rq_queue_free(a->queue);
     a->queue = NULL;
     print_summary(a, end);

@@ -50,6 +50,15 @@ typedef struct url_entry {
     char *origin; /* where it came from, for messages: "argument 2", "list.txt:14" */
 } url_entry;
 
+/* A transport setting given on the command line (curl's option names), set on the queue's
+ * defaults (see rq_option in requestqueue.h). */
+typedef struct transport_opt {
+    const char *flag; /* as given, for messages */
+    rq_option option;
+    const char *text; /* a string setting, or NULL for an integer one */
+    int64_t number;
+} transport_opt;
+
 typedef struct options {
     size_t jobs;        /* -j: maximum running at once, 0 = unlimited */
     rq_order order;     /* --fifo / --lifo */
@@ -68,6 +77,14 @@ typedef struct options {
     size_t body_size;
     int has_body;
     char *user, *password; /* -u */
+    transport_opt *transport; /* -A, -x, -E, --resolve, ... */
+    size_t ntransport;
+    const char *cacert;      /* --cacert */
+    const char *cookie_file; /* -b: cookies loaded before the first request */
+    const char *cookie_jar;  /* -c: cookies written at the end */
+    unsigned long max_connections, max_host_connections;
+    char **owned; /* strings made while parsing (the file part of -E FILE:PASS) */
+    size_t nowned;
     url_entry *urls;
     size_t nurls;
 } options;
@@ -76,6 +93,10 @@ typedef struct options {
  * exit status (0 after --help/--version, EXIT_USAGE after an error already reported). */
 int parse_options(int argc, char **argv, options *opt);
 void free_options(options *opt);
+
+/* Sets the transport options, --cacert and the cookie file on the queue (its defaults and jar).
+ * Returns 0, or EXIT_USAGE after a message. */
+int apply_transport_options(const options *opt, rq_queue *queue);
 
 /* Prints "rqfetch: <message>", the usage line and a hint to standard error; returns EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

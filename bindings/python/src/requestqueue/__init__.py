@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ._core import STREAM_BUFFER_LIMIT, AsyncQueue, AuthChallenge, Queue, Request
 from . import _errors
+from ._transport import Cookie
 from ._errors import (
     OUTCOME_ERRORS,
     RESULT_ERRORS,
@@ -101,6 +102,7 @@ __all__ = [
     "Metrics",
     "QueueStats",
     "RateLimit",
+    "Cookie",
     "STREAM_BUFFER_LIMIT",
     "library_version",
     "LIBRARY_PATH",

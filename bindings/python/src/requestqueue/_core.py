@@ -75,6 +75,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    Mapping,
     Optional,
     Set,
     Tuple,
@@ -98,7 +99,7 @@ from ._errors import (
     WaitTimeoutError,
     WouldDeadlockError,
 )
-from . import _encoding, _types
+from . import _encoding, _transport, _types
 from ._options import RequestOptions
 from ._native import check, ffi, lib, raise_result
 from ._types import (
@@ -427,6 +428,7 @@ def _copy_response(ptr: Any) -> Response:
         "body": body,
         # An outcome this binding does not know (a newer library) counts as a transport failure.
         "outcome": _OUTCOMES.get(outcome_code, Outcome.TRANSPORT),
+        "http_version": lib.rq_response_http_version(ptr),
     }
     for name in _LAZY_PARTS:
         _read_part(ptr, fields, name)
@@ -482,6 +484,7 @@ def _completed_response(ptr: Any) -> Response:
     outcome_code = lib.rq_response_outcome(ptr)
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
+    fields["http_version"] = lib.rq_response_http_version(ptr)
     if not outcome_code:
         fields["message"] = ""
     fields["_retained"] = lib.rq_response_retain(ptr)
@@ -751,6 +754,27 @@ class Request:
         max_redirects: Optional[int] = None,
         max_response_size: Optional[int] = None,
         ca_file: Optional[PathInput] = None,
+        decode_content: Optional[bool] = None,
+        user_agent: Optional[str] = None,
+        proxy: Optional[str] = None,
+        no_proxy: Optional[Union[str, Iterable[str]]] = None,
+        proxy_ca_file: Optional[PathInput] = None,
+        client_cert: Optional[PathInput] = None,
+        client_key: Optional[PathInput] = None,
+        key_password: Optional[str] = None,
+        pinned_public_key: Optional[str] = None,
+        ca_dir: Optional[PathInput] = None,
+        tls_min_version: Optional[str] = None,
+        unsafe_no_tls_verify: Optional[bool] = None,
+        unix_socket: Optional[PathInput] = None,
+        resolve: Optional[Union[str, Iterable[str]]] = None,
+        interface: Optional[str] = None,
+        ip_version: Optional[int] = None,
+        tcp_keepalive: Optional[int] = None,
+        max_recv_speed: Optional[int] = None,
+        max_send_speed: Optional[int] = None,
+        http_version: Optional[str] = None,
+        cookies: Optional[bool] = None,
         stream: bool = False,
         output_file: Optional[PathInput] = None,
         resume: bool = False,
@@ -889,6 +913,15 @@ class Request:
                        what=f"max_response_size={max_response_size!r}")
         if ca_file is not None:
             self._call(lib.rq_request_set_ca_file, _path(ca_file, "ca_file"), what="ca_file")
+        _transport.apply_transport(self._handle, {
+            "decode_content": decode_content, "user_agent": user_agent, "proxy": proxy, "no_proxy": no_proxy,
+            "proxy_ca_file": proxy_ca_file,
+            "client_cert": client_cert, "client_key": client_key, "key_password": key_password,
+            "pinned_public_key": pinned_public_key, "ca_dir": ca_dir, "tls_min_version": tls_min_version,
+            "unsafe_no_tls_verify": unsafe_no_tls_verify, "unix_socket": unix_socket, "resolve": resolve,
+            "interface": interface, "ip_version": ip_version, "tcp_keepalive": tcp_keepalive,
+            "max_recv_speed": max_recv_speed, "max_send_speed": max_send_speed, "http_version": http_version,
+            "cookies": cookies})
 
         if (on_body is not None) + self._stream + (output_file is not None) > 1:
             sinks = [name for name, given in (("on_body", on_body is not None), ("stream=True", self._stream),
@@ -1449,12 +1482,16 @@ class _QueueBase:
         suspended: bool = False,
         max_per_host: int = 0,
         rate_limit: RateLimitInput = None,
+        defaults: Optional[Mapping[str, Any]] = None,
+        max_connections: int = 0,
+        max_host_connections: int = 0,
     ) -> None:
         order = _parse_order(mode)
         dup = _parse_duplicates(duplicates)
         _check_max_concurrent(max_concurrent)
         _check_max_per_host(max_per_host)
         limit = _parse_rate_limit(rate_limit)
+        _transport.check_queue_settings(defaults, max_connections, max_host_connections)
         self._closed = True  # until fully set up, so that a failure below leaves nothing to free
         self._closing = False
         self._abandoned = False
@@ -1495,6 +1532,14 @@ class _QueueBase:
                                                                 filename, lineno, allocated))
         self._finalizer.atexit = False
         _open_queues.add(self)
+        if defaults or max_connections or max_host_connections:
+            try:
+                _transport.apply_queue_settings(self._ptr, defaults, max_connections, max_host_connections)
+            except BaseException:
+                self._closed = True
+                lib.rq_queue_free(self._ptr)
+                _open_queues.discard(self)
+                raise
 
     # -- settings ----------------------------------------------------------------------------------
 
@@ -1509,6 +1554,28 @@ class _QueueBase:
         if self._closed:
             raise QueueClosedError(f"{what}: the queue is closed")
         return self._ptr
+
+    # -- cookies (requests made with cookies=True, or with it in the queue's defaults) --------------
+
+    def cookies(self) -> List[_transport.Cookie]:
+        """The cookies of the queue's jar."""
+        return _transport.cookie_list(self._q("cookies"))
+
+    def clear_cookies(self) -> None:
+        """Removes every cookie of the queue's jar."""
+        self._check(lib.rq_queue_cookies_clear(self._q("clear_cookies")), "clear_cookies")
+
+    def load_cookies(self, path: PathInput) -> None:
+        """Adds the cookies of a Netscape cookie file (as curl -c writes) to the jar; OSError
+        when it cannot be read."""
+        if lib.rq_queue_cookies_load(self._q("load_cookies"), _path(path, "path")) == 17:
+            raise OSError(f"cannot read the cookie file {path!r}")
+
+    def save_cookies(self, path: PathInput) -> None:
+        """Writes every cookie of the jar to a Netscape cookie file (replacing it); OSError when
+        it cannot be written."""
+        if lib.rq_queue_cookies_save(self._q("save_cookies"), _path(path, "path")) == 17:
+            raise OSError(f"cannot write the cookie file {path!r}")
 
     @property
     def max_concurrent(self) -> int:
@@ -1801,13 +1868,17 @@ class Queue(_QueueBase):
         *,
         max_per_host: int = 0,
         rate_limit: RateLimitInput = None,
+        defaults: Optional[Mapping[str, Any]] = None,
+        max_connections: int = 0,
+        max_host_connections: int = 0,
     ) -> None:
         self._closing = False
         self._leading = False  # one thread at a time runs callbacks and polls; the others wait
         self._local = threading.local()
         self._wake_r, self._wake_w = os.pipe()
         try:
-            super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit)
+            super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit,
+                             defaults, max_connections, max_host_connections)
         except BaseException:
             os.close(self._wake_r)
             os.close(self._wake_w)
@@ -1946,6 +2017,9 @@ class AsyncQueue(_QueueBase):
         *,
         max_per_host: int = 0,
         rate_limit: RateLimitInput = None,
+        defaults: Optional[Mapping[str, Any]] = None,
+        max_connections: int = 0,
+        max_host_connections: int = 0,
     ) -> None:
         self._closing = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -1955,7 +2029,8 @@ class AsyncQueue(_QueueBase):
         # Requests being iterated whose unread buffer is over STREAM_BUFFER_LIMIT: while there is
         # one, the queue's descriptor is not watched (no callback is delivered).
         self._backlogged: Set[Request] = set()
-        super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit)
+        super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit,
+                             defaults, max_connections, max_host_connections)
 
     async def fetch(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error."""

@@ -223,6 +223,8 @@ class Response:
     attempts: int = _LazyField()  # type: ignore[assignment]
     #: Timings and byte counts of the request (None only if the library could not report them).
     metrics: Optional["Metrics"] = _LazyField(None)  # type: ignore[assignment]
+    #: The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
+    http_version: int = 0
 
     def __getstate__(self) -> Dict[str, Any]:
         # Every field, read now: a copy or a pickle never shares (or carries) the library response.

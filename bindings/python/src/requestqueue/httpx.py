@@ -87,6 +87,26 @@ class TransportOptions(TypedDict, total=False):
     tag: Optional[str]
     max_response_size: Optional[int]
     ca_file: Optional[PathInput]
+    # Transport settings (decode_content is not one: httpx decodes bodies itself).
+    user_agent: Optional[str]
+    proxy: Optional[str]
+    no_proxy: Optional[Union[str, Iterable[str]]]
+    proxy_ca_file: Optional[PathInput]
+    client_cert: Optional[PathInput]
+    client_key: Optional[PathInput]
+    key_password: Optional[str]
+    pinned_public_key: Optional[str]
+    ca_dir: Optional[PathInput]
+    tls_min_version: Optional[str]
+    unix_socket: Optional[PathInput]
+    resolve: Optional[Union[str, Iterable[str]]]
+    interface: Optional[str]
+    ip_version: Optional[int]
+    tcp_keepalive: Optional[int]
+    max_recv_speed: Optional[int]
+    max_send_speed: Optional[int]
+    http_version: Optional[str]
+    cookies: Optional[bool]
 
 
 _OPTION_NAMES = frozenset(TransportOptions.__annotations__)
@@ -111,10 +131,11 @@ class _Base:
                retries: int, options: Dict[str, Any]) -> Any:
         _check_options(options, type(self).__name__)
         self._options = dict(options)
+        # httpx decodes Content-Encoding itself (and sends its own Accept-Encoding).
+        self._options["decode_content"] = False
         if verify is False:
-            raise ValueError("verify=False: requestqueue always verifies certificates; give verify= a "
-                             "CA file (PEM) that trusts the server instead")
-        if verify is not True:
+            self._options["unsafe_no_tls_verify"] = True  # as httpx: no certificate check (unsafe)
+        elif verify is not True:
             if not isinstance(verify, (str, bytes)) and not hasattr(verify, "__fspath__"):
                 raise TypeError("verify must be True or the path of a CA file (an ssl.SSLContext is not supported)")
             self._options.setdefault("ca_file", verify)
@@ -263,7 +284,7 @@ class HTTPTransport(_Base, httpx.BaseTransport):
     ``HTTPTransport(queue=None, *, max_concurrent=100, mode="fifo", max_per_host=0,
     rate_limit=None, verify=True, retries=0, **options)``: without `queue`, the transport makes
     its own queue with these settings (and duplicates allowed) and closes it with the client.
-    `verify` is True or a CA file (certificates are always verified); `retries` retries failed
+    `verify` is True, a CA file, or False (no certificate check: unsafe); `retries` retries failed
     connections as httpx's transport does; `options` (:class:`TransportOptions`: ``retry``,
     ``priority``, ``tag``, ...) apply to every request. Several threads may share the client.
     """

@@ -15,7 +15,9 @@ module RequestQueue
   #
   # Adapter options: those of Queue.new (max_concurrent: (default 8), max_per_host:, mode:,
   # rate_limit: [starts, interval] or {starts:, per:, per_host:}) and request options applied to
-  # every request (retry:, priority:, tag:, max_response_size:, ca_file:). The queue allows
+  # every request (retry:, priority:, tag:, max_response_size:, ca_file: and the transport options
+  # of Request: user_agent:, proxy:, client_cert:, resolve:, http_version:, cookies:, ...). Bodies
+  # are decoded (gzip, deflate, br, zstd) and lose their Content-Encoding. The queue allows
   # duplicates: every request is sent.
   #
   # The requests of one connection share its adapter's queue, so its limits hold across threads
@@ -24,10 +26,11 @@ module RequestQueue
   #
   # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
   # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
-  # ssl.ca_file (ssl.verify = false is refused: certificates are always verified), on_data
-  # (streaming: the 2xx body piece by piece as it arrives; another body in one piece at the end;
-  # env.status and env.response_headers are set from the response's head, before the first
-  # piece, for an on_data that takes the env as its third argument, as Faraday 2 passes it).
+  # ssl.ca_file, ssl.verify = false (unsafe_no_tls_verify: certificates are not checked), proxy
+  # (uri, user, password; Faraday fills it from http_proxy & co), on_data (streaming: the 2xx body
+  # piece by piece as it arrives; another body in one piece at the end; env.status and
+  # env.response_headers are set from the response's head, before the first piece, for an on_data
+  # that takes the env as its third argument, as Faraday 2 passes it).
   # Faraday's middleware follows redirects if you add it (the adapter follows none). Errors are
   # Faraday's: ConnectionFailed (refused, unknown host, connection lost, cancelled),
   # TimeoutError, SSLError. Request bodies are sent as one buffer (an IO is read whole first).
@@ -35,7 +38,11 @@ module RequestQueue
     self.supports_parallel = true
 
     QUEUE_OPTIONS = %i[max_concurrent max_per_host mode rate_limit].freeze
-    REQUEST_OPTIONS = %i[retry priority tag max_response_size ca_file].freeze
+    # (decode_content: the adapter decodes bodies and drops their Content-Encoding, as Faraday's
+    # net_http adapter does.)
+    REQUEST_OPTIONS = (%i[retry priority tag max_response_size ca_file] + Transport::OPTIONS.keys - [:decode_content]).freeze
+    # Content-Encodings that libcurl decoded: the response no longer has them.
+    DECODED = %w[gzip x-gzip deflate br zstd].freeze
     # Headers that describe the connection or the framing: libcurl sets its own.
     SKIPPED_HEADERS = %w[connection keep-alive transfer-encoding content-length].freeze
 
@@ -162,10 +169,16 @@ module RequestQueue
     def build_request(env, streamed)
       req = env[:request] || {}
       ssl = env[:ssl]
-      raise ArgumentError, "requestqueue always verifies certificates: set ssl.ca_file instead of verify: false" if ssl && ssl[:verify] == false
-
       options = @request_options.dup
       options[:ca_file] = ssl[:ca_file] if ssl && ssl[:ca_file]
+      options[:unsafe_no_tls_verify] = true if ssl && ssl[:verify] == false
+      proxy = req[:proxy]
+      if proxy && proxy[:uri] && !options.key?(:proxy)
+        uri = URI(proxy[:uri].to_s)
+        uri.user = URI.encode_www_form_component(proxy[:user]) if proxy[:user]
+        uri.password = URI.encode_www_form_component(proxy[:password]) if proxy[:password]
+        options[:proxy] = uri.to_s
+      end
       open = req[:open_timeout] || req[:timeout]
       idle = [req[:read_timeout], req[:write_timeout]].compact.max || req[:timeout]
       options[:connect_timeout] = open if open
@@ -207,7 +220,11 @@ module RequestQueue
           deliver(on_data, body, body.bytesize, env) if streamed[:bytes].nil? && !body.empty?
           body = +""
         end
-        save_response(env, response.status, body, response.headers.to_h)
+        headers = response.headers.to_h
+        if DECODED.include?(response["content-encoding"].to_s.strip.downcase)
+          headers = headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
+        end
+        save_response(env, response.status, body, headers)
         # In a parallel block Faraday leaves finishing the response (its on_complete callbacks) to
         # the adapter.
         env.response.finish(env) if env.parallel? && !env.response.finished?

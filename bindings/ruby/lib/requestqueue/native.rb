@@ -208,6 +208,18 @@ module RequestQueue
       [:rq_request_set_body_callback, %i[pointer rq_data_fn], :int, false],
       [:rq_request_set_head_callback, %i[pointer rq_head_fn], :int, false],
       [:rq_request_set_output_file, %i[pointer string int], :int, false],
+
+      [:rq_request_set_option_string, %i[pointer int string], :int, false],
+      [:rq_request_set_option_int, %i[pointer int int64], :int, false],
+      [:rq_queue_get_defaults, %i[pointer pointer], :int, false],
+      [:rq_queue_set_max_connections, %i[pointer size_t size_t], :int, false],
+      [:rq_queue_get_max_connections, %i[pointer pointer pointer], :int, false],
+      [:rq_response_http_version, [:pointer], :int, false],
+      [:rq_queue_cookies_list, %i[pointer pointer], :int, false],
+      [:rq_string_free, [:pointer], :void, false],
+      [:rq_queue_cookies_clear, [:pointer], :int, false],
+      [:rq_queue_cookies_load, %i[pointer string], :int, false],
+      [:rq_queue_cookies_save, %i[pointer string], :int, false],
     ].freeze
 
     missing = []

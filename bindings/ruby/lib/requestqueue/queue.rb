@@ -140,7 +140,7 @@ module RequestQueue
     # max_per_host: how many run at once to one origin (scheme, host, port; 0 = no such limit).
     # rate_limit: [starts, seconds] or { starts:, per:, per_host: }; see #rate_limit.
     def initialize(max_concurrent: 2, mode: :fifo, duplicates: :cancel_earlier, max_per_host: 0,
-                   rate_limit: nil)
+                   rate_limit: nil, defaults: nil, max_connections: 0, max_host_connections: 0)
       check_max_concurrent(max_concurrent) # bad arguments raise before anything is created
       check_max_concurrent(max_per_host, "max_per_host")
       symbol_index(Native::ORDERS, mode, "mode")
@@ -162,7 +162,74 @@ module RequestQueue
       self.duplicates = duplicates
       self.max_per_host = max_per_host unless max_per_host.zero?
       rate_limit(*rate[0], **rate[1]) if rate
+      self.defaults = defaults if defaults
+      set_max_connections(max_connections, max_host_connections) unless max_connections.zero? && max_host_connections.zero?
     end
+
+    # ---- Transport defaults, connection limits, cookies ----------------------------------
+
+    # Sets the queue's defaults: Request options (headers:, timeouts, credentials:, retry:,
+    # max_redirects:, max_response_size:, ca_file: and the transport options) that every request
+    # added afterwards takes unless it sets them itself (its own value wins; headers merge by
+    # name). Changes add to the defaults already set.
+    def defaults=(options)
+      out = FFI::MemoryPointer.new(:pointer)
+      RequestQueue.check(Native.rq_queue_get_defaults(native, out), "defaults")
+      Transport.apply_defaults(out.read_pointer, options)
+    end
+
+    # libcurl's connection limits (0 = none), beside the request limits: at most `total`
+    # connections open at once and `per_host` to one host.
+    def set_max_connections(total, per_host = 0)
+      [total, per_host].each do |n|
+        raise ArgumentError, "connection limits must be Integers from 0 to 100000, not #{n.inspect}" unless n.is_a?(Integer) && n.between?(0, 100_000)
+      end
+      RequestQueue.check(Native.rq_queue_set_max_connections(native, total, per_host), "max_connections")
+    end
+
+    # [total, per_host] as set with set_max_connections.
+    def max_connections
+      total = FFI::MemoryPointer.new(:size_t)
+      per_host = FFI::MemoryPointer.new(:size_t)
+      RequestQueue.check(Native.rq_queue_get_max_connections(native, total, per_host))
+      [total.read(:size_t), per_host.read(:size_t)]
+    end
+
+    # The cookies of the queue's jar (requests made with cookies: true), as Transport::Cookie.
+    def cookies
+      out = FFI::MemoryPointer.new(:pointer)
+      RequestQueue.check(Native.rq_queue_cookies_list(native, out), "cookies")
+      text = out.read_pointer
+      begin
+        Transport.parse_cookies(text.read_string)
+      ensure
+        Native.rq_string_free(text)
+      end
+    end
+
+    def clear_cookies
+      RequestQueue.check(Native.rq_queue_cookies_clear(native), "clear_cookies")
+    end
+
+    # Adds the cookies of a Netscape cookie file (as curl -c writes); SystemCallError
+    # (Errno::ENOENT ...) when it cannot be read.
+    def load_cookies(path)
+      path = path.to_path if path.respond_to?(:to_path)
+      return if Native.rq_queue_cookies_load(native, path.to_s) == RQ_OK_CODE
+
+      File.open(path.to_s, "r").close # raises the system's error
+      raise IOError, "cannot read the cookie file #{path}"
+    end
+
+    # Writes every cookie to a Netscape cookie file (replacing it).
+    def save_cookies(path)
+      path = path.to_path if path.respond_to?(:to_path)
+      return if Native.rq_queue_cookies_save(native, path.to_s) == RQ_OK_CODE
+
+      raise IOError, "cannot write the cookie file #{path}"
+    end
+    RQ_OK_CODE = 0
+    private_constant :RQ_OK_CODE
 
     # ---- Settings -----------------------------------------------------------------------
 

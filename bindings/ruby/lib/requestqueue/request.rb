@@ -48,11 +48,32 @@ module RequestQueue
   #                     continues a partial file with a Range request)
   #   on_complete, on_download_progress, on_upload_progress, on_auth, on_body, on_head:
   #                     callables, as the block methods of the same names
+  # Transport options (unset: the queue's defaults, else the library's; see requestqueue.h):
+  #   decode_content:   false to receive bodies as sent (default true: Accept-Encoding gzip,
+  #                     deflate, br, zstd, bodies decoded)
+  #   user_agent:       the User-Agent ("" sends none; default "librequestqueue/V libcurl/V")
+  #   proxy:            http://, https://, socks4(a)://, socks5:// or socks5h:// URL, with
+  #                     user:password@ if needed; "" uses none, not even http_proxy & co from
+  #                     the environment (honoured by default, as curl does)
+  #   no_proxy:         hosts reached directly (String "a,b" or Array)
+  #   proxy_ca_file:    PEM file of CAs for an https:// proxy's certificate
+  #   client_cert, client_key, key_password:  TLS client certificate and key (PEM files)
+  #   pinned_public_key: "sha256//base64" or a key file; ca_dir: a c_rehash folder of CAs
+  #   tls_min_version:  "1.0", "1.1", "1.2" or "1.3"
+  #   unsafe_no_tls_verify: true turns certificate verification off (curl -k): test servers only
+  #   unix_socket:      connect to this Unix socket path instead of the URL's host
+  #   resolve:          "host:port:address" (or an Array of them), as curl --resolve
+  #   interface:        local interface or address to connect from; ip_version: 4 or 6
+  #   tcp_keepalive:    seconds between keep-alive probes (0 = off)
+  #   max_recv_speed, max_send_speed:  bytes per second
+  #   http_version:     "1.1", "2" (default: HTTP/2 over TLS when offered) or "2-prior-knowledge"
+  #   cookies:          true to use the queue's cookie jar (Queue#cookies)
   class Request
     OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout header_timeout
                  low_speed_limit credentials retry
                  max_redirects max_response_size ca_file priority tag output_file resume
-                 on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze
+                 on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze +
+              Transport::OPTIONS.keys
     CALLBACKS = %i[on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze
     RETRY_OPTIONS = %i[attempts delay on statuses backoff max_delay jitter non_idempotent].freeze
 
@@ -87,6 +108,7 @@ module RequestQueue
       set_count(:rq_request_set_max_redirects, :max_redirects, options[:max_redirects], 0xFFFF_FFFF)
       set_count(:rq_request_set_max_response_size, :max_response_size, options[:max_response_size], 2**64 - 1)
       set_ca_file(options[:ca_file]) if options[:ca_file]
+      Transport.apply(@pointer, options.slice(*Transport::OPTIONS.keys))
       set_retry(options[:retry]) if options.key?(:retry)
       self.priority = options[:priority] if options.key?(:priority)
       set_tag(options[:tag]) if options[:tag]

@@ -32,6 +32,8 @@ module RequestQueue
                          keyword_init: true)
 
     attr_reader :outcome, :status, :body, :headers, :header_pairs, :url, :error_message, :attempts, :request, :metrics
+    # The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
+    attr_reader :http_version
 
     # Copies everything out of a borrowed rq_response pointer.
     def self.copy(pointer, request)
@@ -56,6 +58,7 @@ module RequestQueue
           url: text(Native.rq_response_url(pointer).to_s).freeze,
           error_message: text(Native.rq_response_error_message(pointer).to_s).freeze,
           attempts: Native.rq_response_attempts(pointer),
+          http_version: Native.rq_response_http_version(pointer),
           request: request)
     end
 
@@ -78,7 +81,7 @@ module RequestQueue
     end
 
     def initialize(outcome:, status:, body:, headers:, url:, error_message:, attempts:, request: nil,
-                   metrics: nil)
+                   metrics: nil, http_version: 0)
       @outcome = outcome
       @status = status
       @body = body
@@ -89,6 +92,7 @@ module RequestQueue
       @attempts = attempts
       @request = request
       @metrics = metrics
+      @http_version = http_version
       freeze
     end
 

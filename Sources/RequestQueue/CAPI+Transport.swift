@@ -1,0 +1,162 @@
+// The C boundary of transport settings, queue defaults and cookies (see "Transport settings" in
+// include/requestqueue.h). Checks its input and forwards to Transport.swift.
+import CRequestQueueAPI
+import Glibc
+import RequestQueueCore
+
+/// A request that `rq_request_start` may start: not a queue's defaults.
+func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
+    let (r, result) = request(pointer)
+    guard let r else { return (nil, result) }
+    return r.isDefaults ? (nil, RQ_ERR_INVALID_STATE) : (r, RQ_OK)
+}
+
+@c @implementation public func rq_request_set_option_string(_ pointer: OpaquePointer?, _ option: rq_option, _ value: UnsafePointer<CChar>?) -> rq_result {
+    let bytes = cStringBytes(value).map(Array.init)
+    return configure(pointer) { r in
+        var t = r.transport
+        func set(_ field: WritableKeyPath<TransportSettings, [UInt8]?>, valid: ([UInt8]) -> Bool) -> rq_result {
+            if let bytes, !valid(bytes) { return RQ_ERR_INVALID_ARGUMENT }
+            t[keyPath: field] = bytes
+            return RQ_OK
+        }
+        let result: rq_result
+        switch option {
+        case RQ_OPTION_USER_AGENT:
+            result = set(\.userAgent) { (try? Validation.headerValue($0)) != nil }
+        case RQ_OPTION_PROXY: result = set(\.proxy, valid: TransportValidation.proxy)
+        case RQ_OPTION_NO_PROXY: result = set(\.noProxy, valid: TransportValidation.hostList)
+        case RQ_OPTION_PROXY_CA_FILE: result = set(\.proxyCAFile, valid: TransportValidation.path)
+        case RQ_OPTION_CLIENT_CERT: result = set(\.clientCertificate, valid: TransportValidation.path)
+        case RQ_OPTION_CLIENT_KEY: result = set(\.clientKey, valid: TransportValidation.path)
+        case RQ_OPTION_KEY_PASSWORD: result = set(\.keyPassword) { $0.count <= 4096 }
+        case RQ_OPTION_PINNED_PUBLIC_KEY: result = set(\.pinnedPublicKey, valid: TransportValidation.path)
+        case RQ_OPTION_CA_DIRECTORY: result = set(\.caDirectory, valid: TransportValidation.path)
+        case RQ_OPTION_UNIX_SOCKET:
+            // sockaddr_un's sun_path holds 107 bytes and the NUL.
+            result = set(\.unixSocket) { !$0.isEmpty && $0.count <= 107 }
+        case RQ_OPTION_INTERFACE: result = set(\.interface) { TransportValidation.isToken($0) && $0.count <= 255 }
+        case RQ_OPTION_RESOLVE:
+            guard let bytes else {
+                t.resolve = nil
+                result = RQ_OK
+                break
+            }
+            guard TransportValidation.resolveEntry(bytes), (t.resolve?.count ?? 0) < 1000 else { return RQ_ERR_INVALID_ARGUMENT }
+            t.resolve = (t.resolve ?? []) + [bytes]
+            result = RQ_OK
+        default:
+            result = RQ_ERR_INVALID_ARGUMENT
+        }
+        if result == RQ_OK { r.transport = t }
+        return result
+    }
+}
+
+@c @implementation public func rq_request_set_option_int(_ pointer: OpaquePointer?, _ option: rq_option, _ value: Int64) -> rq_result {
+    configure(pointer) { r in
+        switch option {
+        case RQ_OPTION_DECODE_CONTENT: r.transport.decodeContent = value != 0
+        case RQ_OPTION_UNSAFE_NO_TLS_VERIFY: r.transport.verifyTLS = value == 0
+        case RQ_OPTION_COOKIES: r.transport.cookies = value != 0
+        case RQ_OPTION_TLS_MIN_VERSION:
+            guard value == 0 || TLSVersion(rawValue: Int(value)) != nil else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.tlsMinVersion = value == 0 ? nil : TLSVersion(rawValue: Int(value))
+        case RQ_OPTION_IP_VERSION:
+            guard let version = IPVersion(rawValue: Int(clamping: value)) else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.ipVersion = version
+        case RQ_OPTION_HTTP_VERSION:
+            guard let version = HTTPVersion(rawValue: Int(clamping: value)) else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.httpVersion = version
+        case RQ_OPTION_TCP_KEEPALIVE:
+            guard (0...86400).contains(value) else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.tcpKeepAlive = Int(value)
+        case RQ_OPTION_MAX_RECV_SPEED:
+            guard value >= 0 else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.maxReceiveSpeed = value
+        case RQ_OPTION_MAX_SEND_SPEED:
+            guard value >= 0 else { return RQ_ERR_INVALID_ARGUMENT }
+            r.transport.maxSendSpeed = value
+        default:
+            return RQ_ERR_INVALID_ARGUMENT
+        }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_defaults(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
+    let (q, result) = queue(pointer)
+    guard let q else { return result }
+    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard q.kind != .standalone else { return RQ_ERR_INVALID_HANDLE }
+    guard let d = q.transport.defaults() else { return RQ_ERR_QUEUE_CLOSED }
+    out.pointee = d.pointer
+    return RQ_OK
+}
+
+@c @implementation public func rq_response_http_version(_ pointer: OpaquePointer?) -> Int32 {
+    guard let pointer else { return 0 }
+    return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue().httpVersion
+}
+
+@c @implementation public func rq_queue_set_max_connections(_ pointer: OpaquePointer?, _ total: Int, _ perHost: Int) -> rq_result {
+    let (q, result) = queue(pointer)
+    guard let q else { return result }
+    let total = UInt(bitPattern: total), perHost = UInt(bitPattern: perHost)
+    guard total <= 100_000, perHost <= 100_000 else { return RQ_ERR_INVALID_ARGUMENT }
+    q.transport.setConnectionLimits(total: Int(total), perHost: Int(perHost))
+    return RQ_OK
+}
+
+@c @implementation public func rq_queue_get_max_connections(_ pointer: OpaquePointer?, _ outTotal: UnsafeMutablePointer<Int>?,
+                                                            _ outPerHost: UnsafeMutablePointer<Int>?) -> rq_result {
+    let (q, result) = queue(pointer)
+    guard let q else { return result }
+    guard let outTotal, let outPerHost else { return RQ_ERR_NULL_ARGUMENT }
+    let limits = q.transport.currentConnectionLimits
+    outTotal.pointee = limits.total
+    outPerHost.pointee = limits.perHost
+    return RQ_OK
+}
+
+// MARK: Cookies
+
+private func withJar(_ pointer: OpaquePointer?, _ body: (CookieJar) -> rq_result) -> rq_result {
+    let (q, result) = queue(pointer)
+    guard let q else { return result }
+    guard let jar = q.transport.cookieJar() else { return RQ_ERR_QUEUE_CLOSED }
+    return body(jar)
+}
+
+@c @implementation public func rq_queue_cookies_list(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> rq_result {
+    withJar(pointer) { jar in
+        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let text = jar.list() else { return RQ_ERR_OUT_OF_MEMORY }
+        guard let raw = malloc(text.count + 1) else { return RQ_ERR_OUT_OF_MEMORY }
+        let bytes = raw.assumingMemoryBound(to: UInt8.self)
+        text.withUnsafeBufferPointer { if let base = $0.baseAddress { bytes.update(from: base, count: text.count) } }
+        bytes[text.count] = 0
+        out.pointee = raw.assumingMemoryBound(to: CChar.self)
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_string_free(_ text: UnsafeMutablePointer<CChar>?) { free(text) }
+
+@c @implementation public func rq_queue_cookies_clear(_ pointer: OpaquePointer?) -> rq_result {
+    withJar(pointer) { jar in jar.clear(); return RQ_OK }
+}
+
+@c @implementation public func rq_queue_cookies_load(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
+    withJar(pointer) { jar in
+        guard let path else { return RQ_ERR_NULL_ARGUMENT }
+        return jar.load(path) ? RQ_OK : RQ_ERR_SYSTEM
+    }
+}
+
+@c @implementation public func rq_queue_cookies_save(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
+    withJar(pointer) { jar in
+        guard let path else { return RQ_ERR_NULL_ARGUMENT }
+        return jar.save(path) ? RQ_OK : RQ_ERR_SYSTEM
+    }
+}

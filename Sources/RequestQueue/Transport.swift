@@ -1,0 +1,445 @@
+// Transport settings (issue 17): content decoding, User-Agent, proxies, TLS, connections, cookies,
+// and a queue's defaults inherited by its requests. The C boundary is CAPI+Transport.swift.
+import CCurl
+import CRequestQueueAPI
+import Glibc
+import RequestQueueCore
+
+/// The settings of a request that a queue's defaults can give it: those set explicitly on a
+/// request are its own; at `rq_add` every other one is taken from the queue's defaults request.
+struct InheritedSettings: OptionSet {
+    let rawValue: UInt32
+    static let timeout = InheritedSettings(rawValue: 1 << 0)
+    static let connectTimeout = InheritedSettings(rawValue: 1 << 1)
+    static let idleTimeout = InheritedSettings(rawValue: 1 << 2)
+    static let credentials = InheritedSettings(rawValue: 1 << 3)
+    static let maxRedirects = InheritedSettings(rawValue: 1 << 4)
+    static let maxResponseSize = InheritedSettings(rawValue: 1 << 5)
+    static let caFile = InheritedSettings(rawValue: 1 << 6)
+    static let retry = InheritedSettings(rawValue: 1 << 7)
+    static let retryDelay = InheritedSettings(rawValue: 1 << 8)
+    static let retryOutcomes = InheritedSettings(rawValue: 1 << 9)
+    static let retryBackoff = InheritedSettings(rawValue: 1 << 10)
+    static let retryStatuses = InheritedSettings(rawValue: 1 << 11)
+    static let retryNonIdempotent = InheritedSettings(rawValue: 1 << 12)
+    static let maxAttempts = InheritedSettings(rawValue: 1 << 13)
+
+    /// The setting that a time setter writes.
+    static func seconds(_ field: ReferenceWritableKeyPath<Request, Double>) -> InheritedSettings {
+        switch field {
+        case \Request.timeout: .timeout
+        case \Request.connectTimeout: .connectTimeout
+        case \Request.idleTimeout: .idleTimeout
+        case \Request.retry.delay: .retryDelay
+        default: []
+        }
+    }
+}
+
+/// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`.
+struct RequestDefaults {
+    let explicit: InheritedSettings
+    /// A copy of the defaults request's values.
+    let values: Request
+    let headers: [Request.Header]
+    let transport: TransportSettings
+}
+
+extension Request {
+    /// Makes the defaults request of a queue: a request that is never run, configured with the
+    /// usual setters.
+    static func makeDefaults() -> Request {
+        let r = Request(url: .placeholder)
+        r.isDefaults = true
+        _ = r.register()
+        return r
+    }
+
+    /// What `inherit` changes, to put back when the queue does not accept the request.
+    struct Inheritable {
+        let timeouts: (Double, Double, Double)
+        let user: CString?, password: CString?
+        let maxRedirects: Int, maxResponseSize: UInt64, caFile: CString?
+        let retry: RetryPolicy
+        let headers: [Header]
+        let transport: TransportSettings
+        let cookieJar: CookieJar?
+        let inherited: InheritedSettings
+    }
+
+    var inheritable: Inheritable {
+        Inheritable(timeouts: (timeout, connectTimeout, idleTimeout), user: user, password: password,
+                    maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
+                    headers: headers, transport: transport, cookieJar: cookieJar, inherited: inheritedSettings)
+    }
+
+    func restore(_ saved: Inheritable) {
+        (timeout, connectTimeout, idleTimeout) = saved.timeouts
+        user = saved.user
+        password = saved.password
+        maxRedirects = saved.maxRedirects
+        maxResponseSize = saved.maxResponseSize
+        caFile = saved.caFile
+        retry = saved.retry
+        headers = saved.headers
+        transport = saved.transport
+        cookieJar = saved.cookieJar
+        inheritedSettings = saved.inherited
+    }
+
+    /// Takes every setting neither set on this request nor already inherited from `d` (under this
+    /// request's lock, before it is accepted), and the queue's cookie jar if it uses cookies.
+    func inherit(_ d: RequestDefaults?, from queue: QueueTransport) {
+        if let d { inherit(d) }
+        if transport.cookies == true, cookieJar == nil { cookieJar = queue.cookieJar() }
+    }
+
+    private func inherit(_ d: RequestDefaults) {
+        let values = d.values
+        let take = d.explicit.subtracting(explicitSettings).subtracting(inheritedSettings)
+        inheritedSettings.formUnion(take)
+        if take.contains(.timeout) { timeout = values.timeout }
+        if take.contains(.connectTimeout) { connectTimeout = values.connectTimeout }
+        if take.contains(.idleTimeout) { idleTimeout = values.idleTimeout }
+        if take.contains(.credentials) {
+            user = values.user
+            password = values.password
+        }
+        if take.contains(.maxRedirects) { maxRedirects = values.maxRedirects }
+        if take.contains(.maxResponseSize) { maxResponseSize = values.maxResponseSize }
+        if take.contains(.caFile) { caFile = values.caFile }
+        if take.contains(.retry) { retry.enabled = values.retry.enabled }
+        if take.contains(.retryDelay) { retry.delay = values.retry.delay }
+        if take.contains(.retryOutcomes) { retry.outcomes = values.retry.outcomes }
+        if take.contains(.retryBackoff) {
+            retry.multiplier = values.retry.multiplier
+            retry.maxDelay = values.retry.maxDelay
+            retry.jitter = values.retry.jitter
+        }
+        if take.contains(.retryStatuses) { retry.statuses = values.retry.statuses }
+        if take.contains(.retryNonIdempotent) { retry.retriesNonIdempotent = values.retry.retriesNonIdempotent }
+        if take.contains(.maxAttempts) { retry.maxAttempts = values.retry.maxAttempts }
+        for header in d.headers where !removedHeaders.contains(header.lowercasedName)
+            && !headers.contains(where: { $0.lowercasedName == header.lowercasedName }) && headers.count < Validation.maxHeaderCount {
+            headers.append(header)
+        }
+        transport = transport.inheriting(d.transport)
+    }
+}
+
+/// A queue's defaults request and cookie jar, made on first use.
+final class QueueTransport: @unchecked Sendable {
+    private let lock = Lock()
+    private var defaultsRequest: Request?
+    private var jar: CookieJar?
+    private var closed = false
+
+    /// The defaults request (made on first call); nil once the queue is closed.
+    func defaults() -> Request? {
+        lock.withLock {
+            if defaultsRequest == nil, !closed { defaultsRequest = Request.makeDefaults() }
+            return defaultsRequest
+        }
+    }
+
+    /// `rq_add`: the request takes the queue's defaults, then the queue takes it; a request the
+    /// queue refuses (already added, queue closed, ...) gets its own settings back.
+    func add(_ r: Request, to q: Queue) -> rq_result {
+        let defaults = snapshot()
+        let saved: Request.Inheritable? = r.lock.withLock {
+            guard r.state == .new else { return nil }
+            let saved = r.inheritable
+            r.inherit(defaults, from: self)
+            return saved
+        }
+        let result = q.add(r)
+        if result != RQ_OK, let saved { r.lock.withLock { if r.state == .new { r.restore(saved) } } }
+        return result
+    }
+
+    /// What `rq_add` gives a request: nil when the queue has no defaults.
+    func snapshot() -> RequestDefaults? {
+        guard let d = lock.withLock({ defaultsRequest }) else { return nil }
+        // Copy the values under the defaults' lock, then apply them under the request's (never
+        // both at once: requests share lock stripes).
+        let copy = Request(url: d.url)
+        let snapshot = d.lock.withLock {
+            copy.timeout = d.timeout
+            copy.connectTimeout = d.connectTimeout
+            copy.idleTimeout = d.idleTimeout
+            copy.user = d.user
+            copy.password = d.password
+            copy.maxRedirects = d.maxRedirects
+            copy.maxResponseSize = d.maxResponseSize
+            copy.caFile = d.caFile
+            copy.retry = d.retry
+            return RequestDefaults(explicit: d.explicitSettings, values: copy, headers: d.headers, transport: d.transport)
+        }
+        return snapshot
+    }
+
+    /// The queue's cookie jar (made on first call); nil when libcurl cannot make one.
+    func cookieJar() -> CookieJar? {
+        lock.withLock {
+            if jar == nil, !closed { jar = CookieJar() }
+            return jar
+        }
+    }
+
+    /// Connection limits of the queue's multi handle (total, per host; 0 = none), and whether
+    /// they changed since the engine last set them.
+    private var connectionLimits = (total: 0, perHost: 0)
+    private var connectionLimitsChanged = false
+
+    func setConnectionLimits(total: Int, perHost: Int) {
+        lock.withLock {
+            connectionLimits = (total, perHost)
+            connectionLimitsChanged = true
+        }
+    }
+
+    var currentConnectionLimits: (total: Int, perHost: Int) { lock.withLock { connectionLimits } }
+
+    /// Engine thread, before a transfer starts: sets changed limits on the multi handle.
+    func applyConnectionLimits(_ multi: UnsafeMutableRawPointer) {
+        guard let limits: (total: Int, perHost: Int) = lock.withLock({
+            defer { connectionLimitsChanged = false }
+            return connectionLimitsChanged ? connectionLimits : nil
+        }) else { return }
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, limits.total)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, limits.perHost)
+    }
+
+    /// The queue is freed: its defaults handle goes (the jar lives on while transfers hold it).
+    func close() {
+        let d: Request? = lock.withLock {
+            closed = true
+            defer { defaultsRequest = nil }
+            return defaultsRequest
+        }
+        if let d { HandleTable.shared.remove(d.handle) }
+    }
+}
+
+/// A libcurl share of cookies, used by every transfer of a queue that asks for cookies and by the
+/// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex).
+final class CookieJar: @unchecked Sendable {
+    let share: UnsafeMutableRawPointer
+    /// An easy handle on the share for the API's reads and writes, under `lock`.
+    private let easy: UnsafeMutableRawPointer
+    private let lock = Lock()
+
+    init?() {
+        guard let share = ccurl_cookie_share_new() else { return nil }
+        guard let easy = curl_easy_init() else {
+            ccurl_cookie_share_free(share)
+            return nil
+        }
+        self.share = share
+        self.easy = easy
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "")
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        ccurl_cookie_share_free(share)
+    }
+
+    /// The cookies as lines of a Netscape cookie file (without its header).
+    func list() -> [UInt8]? {
+        lock.withLock {
+            var list: UnsafeMutablePointer<curl_slist>?
+            guard ccurl_easy_getinfo_slist(easy, CURLINFO_COOKIELIST, &list) == CURLE_OK else { return nil }
+            defer { curl_slist_free_all(list) }
+            var text: [UInt8] = []
+            var item = list
+            while let node = item {
+                if let data = node.pointee.data {
+                    text.append(contentsOf: UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
+                                                                count: strlen(data)))
+                    text.append(0x0A)
+                }
+                item = node.pointee.next
+            }
+            return text
+        }
+    }
+
+    func clear() {
+        lock.withLock { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "ALL") }
+    }
+
+    /// Adds the cookies of a Netscape cookie file (or a file of Set-Cookie lines). libcurl reads
+    /// it quietly: an unreadable file adds nothing, so check that it can be opened first.
+    func load(_ path: UnsafePointer<CChar>) -> Bool {
+        let file = fopen(path, "r")
+        guard let file else { return false }
+        fclose(file)
+        return lock.withLock {
+            // The handle's list of cookie files holds only this one: RELOAD reads them all. (Emptying
+            // the list detaches the handle from the share's cookies: attach it again.)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, nil)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, path)
+            return ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD") == CURLE_OK
+        }
+    }
+
+    /// Writes every cookie to a Netscape cookie file (replacing it).
+    func save(_ path: UnsafePointer<CChar>) -> Bool {
+        // libcurl does not report a failed write: write the file ourselves from the list.
+        guard let text = list() else { return false }
+        guard let file = fopen(path, "w") else { return false }
+        let header = "# Netscape HTTP Cookie File\n# Written by librequestqueue (libcurl's cookie engine).\n\n"
+        var ok = fputs(header, file) >= 0
+        if !text.isEmpty { ok = text.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) == $0.count } && ok }
+        return fclose(file) == 0 && ok
+    }
+}
+
+/// Every host:port that a request pinned to an address (any queue): libcurl keeps the entries in
+/// its DNS cache, which later requests of the queue would use.
+enum ResolveOverrides {
+    static let lock = Lock()
+    nonisolated(unsafe) static var hosts = Set<[UInt8]>()
+}
+
+/// The default User-Agent: "librequestqueue/<version> libcurl/<version>".
+let defaultUserAgent: CString = {
+    var agent = "librequestqueue/" + String(cString: StaticNames.version)
+    if let info = curl_version_info(CURLVERSION_TENTH), let version = info.pointee.version {
+        agent += " libcurl/" + String(cString: version)
+    }
+    return Array(agent.utf8CString)
+}()
+
+extension Transfer {
+    /// Sets the transport options of a freshly reset handle (called by `apply`).
+    func applyTransport(_ o: Options) {
+        let t = o.transport
+        func string(_ option: CURLoption, _ bytes: [UInt8]?) {
+            guard let bytes else { return }
+            var text = bytes
+            text.append(0)
+            _ = text.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, option, $0.baseAddress) }
+        }
+        if t.decodeContent ?? true {
+            // "" = every encoding this libcurl decodes (gzip, deflate, br, zstd on Debian's).
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, "")
+            // While a streamed transfer is paused, libcurl keeps the decoded rest of its last read:
+            // read 16 KiB at a time (libcurl's default) to bound it.
+            if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 16384) }
+        } else {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
+        }
+        if let agent = t.userAgent {
+            if !agent.isEmpty { string(CURLOPT_USERAGENT, agent) }
+        } else {
+            _ = defaultUserAgent.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
+        }
+        string(CURLOPT_PROXY, t.proxy)
+        string(CURLOPT_NOPROXY, t.noProxy)
+        string(CURLOPT_PROXY_CAINFO, t.proxyCAFile)
+        string(CURLOPT_SSLCERT, t.clientCertificate)
+        string(CURLOPT_SSLKEY, t.clientKey)
+        string(CURLOPT_KEYPASSWD, t.keyPassword)
+        string(CURLOPT_PINNEDPUBLICKEY, t.pinnedPublicKey)
+        string(CURLOPT_CAPATH, t.caDirectory)
+        if let version = t.tlsMinVersion {
+            let value = switch version {
+            case .tls1_0: CURL_SSLVERSION_TLSv1_0
+            case .tls1_1: CURL_SSLVERSION_TLSv1_1
+            case .tls1_2: CURL_SSLVERSION_TLSv1_2
+            case .tls1_3: CURL_SSLVERSION_TLSv1_3
+            }
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_SSLVERSION, Int(value))
+        }
+        if t.verifyTLS == false {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        string(CURLOPT_UNIX_SOCKET_PATH, t.unixSocket)
+        string(CURLOPT_INTERFACE, t.interface)
+        if let ip = t.ipVersion, ip != .any {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_IPRESOLVE, ip == .v4 ? Int(CURL_IPRESOLVE_V4) : Int(CURL_IPRESOLVE_V6))
+        }
+        if let idle = t.tcpKeepAlive, idle > 0 {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPIDLE, idle)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPINTVL, idle)
+        }
+        if let speed = t.maxReceiveSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(speed)) }
+        if let speed = t.maxSendSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(speed)) }
+        switch t.httpVersion ?? .automatic {
+        case .automatic: break
+        case .http1_1: _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        case .http2PriorKnowledge: _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+        }
+        // Pinning a host to an address, a local interface or an IP version: libcurl matches
+        // connections by host name and port, so a connection made under such a setting must not
+        // serve another request, nor may such a request take a connection made without it.
+        // Debian's libcurl 7.88.1 breaks h2c on a kept connection ("Error in the HTTP2 framing
+        // layer" on its second request): each h2c request makes its own connection.
+        let h2c = t.httpVersion == .http2PriorKnowledge && !o.https
+        if t.resolve != nil || t.interface != nil || (t.ipVersion ?? .any) != .any || h2c {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1)
+        }
+        if t.cookies == true, let jar = o.cookieJar {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(jar.share))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "") // turns the cookie engine on
+        } else {
+            // curl_easy_reset keeps a handle's share (and with it the cookies): detach it.
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
+        }
+    }
+
+    /// Before curl_easy_reset: libcurl 7.88's reset leaks the list of cookie files (set by
+    /// CURLOPT_COOKIEFILE ""); emptying it keeps the share's cookies.
+    func prepareReset(_ previous: Options?) {
+        if previous?.cookieJar != nil { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, nil) }
+    }
+
+    /// The resolve overrides of this attempt, set on every attempt: libcurl keeps them in the
+    /// queue's DNS cache, so entries of earlier requests are removed ("-host:port") for one
+    /// that does not override them.
+    func resolveList(_ t: TransportSettings) -> UnsafeMutablePointer<curl_slist>? {
+        let overridden = ResolveOverrides.lock.withLock { ResolveOverrides.hosts }
+        guard t.resolve != nil || !overridden.isEmpty else { return nil }
+        var list: UnsafeMutablePointer<curl_slist>?
+        var mine = Set<[UInt8]>()
+        for entry in t.resolve ?? [] {
+            var hostPort = entry
+            if let c1 = entry.firstIndex(of: UInt8(ascii: ":")),
+               let c2 = entry[(c1 + 1)...].firstIndex(of: UInt8(ascii: ":")) { hostPort = Array(entry[..<c2]) }
+            mine.insert(hostPort)
+            list = append(list, entry)
+        }
+        for hostPort in overridden where !mine.contains(hostPort) { list = append(list, [UInt8(ascii: "-")] + hostPort) }
+        if !mine.isSubset(of: overridden) { ResolveOverrides.lock.withLock { ResolveOverrides.hosts.formUnion(mine) } }
+        return list
+    }
+
+    private func append(_ list: UnsafeMutablePointer<curl_slist>?, _ bytes: [UInt8]) -> UnsafeMutablePointer<curl_slist>? {
+        var text = bytes
+        text.append(0)
+        return text.withUnsafeBufferPointer { b in
+            b.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
+        } ?? list
+    }
+
+    /// The HTTP version of the last response: 10, 11, 20 or 30; 0 when there was none.
+    var negotiatedHTTPVersion: Int32 {
+        var version = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        switch version {
+        case Int(CURL_HTTP_VERSION_1_0): return 10
+        case Int(CURL_HTTP_VERSION_1_1): return 11
+        case Int(CURL_HTTP_VERSION_2_0): return 20
+        case Int(CURL_HTTP_VERSION_3): return 30
+        default: return 0
+        }
+    }
+}

@@ -1,0 +1,620 @@
+/*
+ * test_transport.c: transport settings (issue 17) against real servers started by
+ * Tests/Fixtures/transport_servers.py (nginx with gzip/br/zstd, h2c, TLS with client
+ * certificates, a Unix socket; tinyproxy; microsocks), whose endpoints arrive as RQ_TX_*
+ * environment variables:
+ *
+ *   python3 Tests/Fixtures/transport_servers.py -- test_transport [section...]
+ *
+ * Sections: decode agent defaults proxy tls connections version cookies (all by default).
+ */
+#include "rqtest.h"
+
+typedef struct result {
+    rq_outcome outcome;
+    int status;
+    int http_version;
+    size_t size;
+    uint8_t *body;
+    char *content_encoding;
+    int reused;
+    char message[512];
+} result;
+
+static void on_done(void *context, rq_request *request, const rq_response *response) {
+    result *out = context;
+    const uint8_t *body;
+    const char *encoding = rq_response_header(response, "Content-Encoding");
+    (void)request;
+    out->outcome = rq_response_outcome(response);
+    out->status = rq_response_status(response);
+    out->http_version = rq_response_http_version(response);
+    {
+        rq_metrics m;
+        m.size = sizeof m;
+        CHECK_OK(rq_response_metrics(response, &m));
+        out->reused = m.connection_reused;
+    }
+    body = rq_response_body(response, &out->size);
+    out->body = malloc(out->size + 1);
+    if (out->size)
+        memcpy(out->body, body, out->size);
+    out->body[out->size] = 0;
+    out->content_encoding = encoding ? strdup(encoding) : NULL;
+    snprintf(out->message, sizeof out->message, "%s", rq_response_error_message(response));
+}
+
+static void result_free(result *r) {
+    free(r->body);
+    free(r->content_encoding);
+    memset(r, 0, sizeof *r);
+}
+
+static const char *env(const char *name) {
+    const char *value = getenv(name);
+    if (!value)
+        FAIL("%s is not set: run under Tests/Fixtures/transport_servers.py", name);
+    return value;
+}
+
+static char *url(const char *base, const char *path) { return rqt_url(base, "%s", path); }
+
+/* A new request for base + path; the caller configures it and runs it with `run`. */
+static rq_request *req(const char *base, const char *path) {
+    rq_request *r;
+    char *u = url(base, path);
+    CHECK_OK(rq_request_new(u, &r));
+    free(u);
+    return r;
+}
+
+/* Adds the request, waits for its completion, frees it. */
+static result run(rq_queue *q, rq_request *r) {
+    result out;
+    memset(&out, 0, sizeof out);
+    CHECK_OK(rq_request_set_completion(r, on_done, &out, NULL));
+    CHECK_OK(rq_add(q, r));
+    CHECK_OK(rq_request_free(r));
+    CHECK_OK(rq_queue_wait_idle(q, 60));
+    return out;
+}
+
+static rq_queue *new_queue(void) {
+    rq_queue *q;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 1));
+    return q;
+}
+
+static void expect_text(const result *r, const char *what) {
+    size_t size = (size_t)strtoul(env("RQ_TX_TEXT_SIZE"), NULL, 10);
+    CHECK(r->outcome == RQ_OUTCOME_OK && r->status == 200, "%s: outcome %d status %d (%s)", what, r->outcome,
+          r->status, r->message);
+    CHECK(r->size == size && memcmp(r->body, "line 00000: the quick", 21) == 0,
+          "%s: %zu bytes, not the %zu of the text (starts %.20s)", what, r->size, size, (const char *)r->body);
+}
+
+static void section_decode(void) {
+    const char *base = env("RQ_TX_HTTP");
+    rq_queue *q = new_queue();
+    rq_request *r;
+    result res;
+    const char *paths[] = {"/text", "/br", "/zstd"};
+    const char *encodings[] = {"gzip", "br", "zstd"};
+
+    for (int i = 0; i < 3; i++) {
+        res = run(q, req(base, paths[i]));
+        expect_text(&res, paths[i]);
+        CHECK(res.content_encoding && strcmp(res.content_encoding, encodings[i]) == 0,
+              "%s: Content-Encoding %s, expected %s (the body must have come compressed)", paths[i],
+              res.content_encoding ? res.content_encoding : "(none)", encodings[i]);
+        result_free(&res);
+    }
+    res = run(q, req(base, "/ae"));
+    CHECK(strstr((char *)res.body, "gzip") && strstr((char *)res.body, "br") && strstr((char *)res.body, "zstd") &&
+              strstr((char *)res.body, "deflate"),
+          "Accept-Encoding sent: \"%s\"", (char *)res.body);
+    result_free(&res);
+
+    /* Opt-out: no Accept-Encoding; with the caller's own, the raw gzip bytes. */
+    r = req(base, "/ae");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_DECODE_CONTENT, 0));
+    res = run(q, r);
+    CHECK(res.size == 0, "decoding off sent Accept-Encoding \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/text");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_DECODE_CONTENT, 0));
+    CHECK_OK(rq_request_set_header(r, "Accept-Encoding", "gzip"));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK && res.size > 2 && res.body[0] == 0x1f && res.body[1] == 0x8b &&
+              res.size < 112000,
+          "raw: %zu bytes starting %02x %02x (expected gzip bytes)", res.size, res.size ? res.body[0] : 0,
+          res.size > 1 ? res.body[1] : 0);
+    result_free(&res);
+    /* The handle used without decoding is reused: the next request decodes again. */
+    res = run(q, req(base, "/text"));
+    expect_text(&res, "decoding after an opt-out on the same handle");
+    result_free(&res);
+    /* A body that does not decode. */
+    res = run(q, req(base, "/bad-gzip"));
+    CHECK(res.outcome == RQ_OUTCOME_BAD_RESPONSE, "bad gzip: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    CHECK_OK(rq_queue_free(q));
+}
+
+static void section_agent(void) {
+    const char *base = env("RQ_TX_HTTP");
+    rq_queue *q = new_queue();
+    rq_request *r, *defaults;
+    result res;
+    char expected[128];
+
+    snprintf(expected, sizeof expected, "librequestqueue/%s libcurl/", rq_version_string());
+    res = run(q, req(base, "/ua"));
+    CHECK(strncmp((char *)res.body, expected, strlen(expected)) == 0, "default User-Agent \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, "request-agent/1"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "request-agent/1") == 0, "request User-Agent \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, ""));
+    res = run(q, r);
+    CHECK(res.size == 0, "empty User-Agent sent \"%s\"", (char *)res.body);
+    result_free(&res);
+
+    CHECK_OK(rq_queue_get_defaults(q, &defaults));
+    CHECK_OK(rq_request_set_option_string(defaults, RQ_OPTION_USER_AGENT, "queue-agent/2"));
+    res = run(q, req(base, "/ua"));
+    CHECK(strcmp((char *)res.body, "queue-agent/2") == 0, "queue User-Agent \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, "request-agent/3"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "request-agent/3") == 0, "request over queue User-Agent \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_header(r, "User-Agent", "header-agent/4"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "header-agent/4") == 0, "User-Agent header \"%s\"", (char *)res.body);
+    result_free(&res);
+    CHECK_OK(rq_queue_free(q));
+}
+
+static void section_defaults(void) {
+    const char *base = env("RQ_TX_HTTP");
+    rq_queue *q = new_queue();
+    rq_request *r, *defaults, *again;
+    result res;
+
+    CHECK_OK(rq_queue_get_defaults(q, &defaults));
+    CHECK_OK(rq_queue_get_defaults(q, &again));
+    CHECK(defaults == again, "two handles for one queue's defaults");
+    CHECK_RC(rq_add(q, defaults), RQ_ERR_INVALID_STATE);
+    CHECK_RC(rq_request_start(defaults), RQ_ERR_INVALID_STATE);
+    CHECK_RC(rq_request_free(defaults), RQ_ERR_INVALID_STATE);
+    CHECK_OK(rq_request_set_header(defaults, "X-Default", "from-queue"));
+    CHECK_OK(rq_request_set_max_response_size(defaults, 100));
+
+    r = req(base, "/x-default");
+    CHECK_OK(rq_request_set_header(r, "X-Own", "mine"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "x-default=from-queue x-own=mine") == 0, "inherited header: \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/x-default");
+    CHECK_OK(rq_request_set_header(r, "x-default", "overridden"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "x-default=overridden x-own=") == 0, "own header wins: \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/x-default");
+    CHECK_OK(rq_request_set_header(r, "X-Default", NULL));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "x-default= x-own=") == 0, "removed header: \"%s\"", (char *)res.body);
+    result_free(&res);
+
+    /* The queue's maximum response size, and a request's own value that equals the default. */
+    res = run(q, req(base, "/text"));
+    CHECK(res.outcome == RQ_OUTCOME_RESPONSE_TOO_LARGE, "queue max response size: outcome %d", res.outcome);
+    result_free(&res);
+    r = req(base, "/text");
+    CHECK_OK(rq_request_set_max_response_size(r, 0));
+    res = run(q, r);
+    expect_text(&res, "own max response size 0 over the queue's 100");
+    result_free(&res);
+
+    /* Another queue has its own defaults. */
+    {
+        rq_queue *other = new_queue();
+        res = run(other, req(base, "/x-default"));
+        CHECK(strcmp((char *)res.body, "x-default= x-own=") == 0, "other queue: \"%s\"", (char *)res.body);
+        result_free(&res);
+        CHECK_OK(rq_queue_free(other));
+    }
+    CHECK_OK(rq_queue_free(q));
+    CHECK_RC(rq_request_set_header(defaults, "X-After", "free"), RQ_ERR_INVALID_HANDLE);
+}
+
+static void section_proxy(void) {
+    const char *base = env("RQ_TX_HTTP");
+    rq_queue *q = new_queue();
+    rq_request *r;
+    result res;
+
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_PROXY")));
+    res = run(q, r);
+    CHECK(strstr((char *)res.body, "rqtestproxy") != NULL, "through tinyproxy: \"%s\"", (char *)res.body);
+    result_free(&res);
+    /* The next request on the same handle goes direct. */
+    res = run(q, req(base, "/via"));
+    CHECK(strcmp((char *)res.body, "via=") == 0, "after a proxied request: \"%s\"", (char *)res.body);
+    result_free(&res);
+    /* no-proxy */
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_PROXY")));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_NO_PROXY, "localhost, 127.0.0.1"));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "via=") == 0, "no-proxy host went through the proxy: \"%s\"", (char *)res.body);
+    result_free(&res);
+    /* An https proxy (TLS to the proxy), verified with its CA; without it the proxy is not trusted. */
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_HTTPS_PROXY")));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY_CA_FILE, env("RQ_TX_CA")));
+    res = run(q, r);
+    CHECK(strstr((char *)res.body, "rqtestproxy") != NULL, "through the https proxy: outcome %d \"%s\" (%s)", res.outcome,
+          (char *)res.body, res.message);
+    result_free(&res);
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_HTTPS_PROXY")));
+    res = run(q, r);
+    CHECK(res.outcome != RQ_OUTCOME_OK, "an https proxy with an unknown CA was trusted");
+    result_free(&res);
+    /* SOCKS5 with credentials; a wrong password fails. */
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_SOCKS")));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK && res.status == 200, "socks5h: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    r = req(base, "/ua");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, env("RQ_TX_SOCKS_BAD_PASSWORD")));
+    res = run(q, r);
+    CHECK(res.outcome != RQ_OUTCOME_OK, "socks5 with a wrong password succeeded");
+    result_free(&res);
+    CHECK_OK(rq_queue_free(q));
+
+    /* The environment's http_proxy is honoured by default; "" ignores it, per request or per queue.
+     * (Set while no transfer runs: libcurl reads it when a transfer starts.) */
+    setenv("http_proxy", env("RQ_TX_PROXY"), 1);
+    q = new_queue();
+    res = run(q, req(base, "/via"));
+    CHECK(strstr((char *)res.body, "rqtestproxy") != NULL, "http_proxy not honoured: \"%s\"", (char *)res.body);
+    result_free(&res);
+    r = req(base, "/via");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, ""));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "via=") == 0, "proxy \"\" used the environment's: \"%s\"", (char *)res.body);
+    result_free(&res);
+    {
+        rq_request *defaults;
+        CHECK_OK(rq_queue_get_defaults(q, &defaults));
+        CHECK_OK(rq_request_set_option_string(defaults, RQ_OPTION_PROXY, ""));
+        res = run(q, req(base, "/via"));
+        CHECK(strcmp((char *)res.body, "via=") == 0, "queue proxy \"\" used the environment's: \"%s\"", (char *)res.body);
+        result_free(&res);
+    }
+    CHECK_OK(rq_queue_free(q));
+    unsetenv("http_proxy");
+}
+
+static void section_tls(void) {
+    rq_queue *q = new_queue();
+    rq_request *r;
+    result res;
+    const char *mtls = env("RQ_TX_MTLS"), *tls = env("RQ_TX_TLS"), *ca = env("RQ_TX_CA");
+
+    r = req(mtls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    res = run(q, r);
+    CHECK(res.status == 400, "no client certificate: status %d (%s)", res.status, res.message);
+    result_free(&res);
+    r = req(mtls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_CLIENT_CERT, env("RQ_TX_CLIENT_CERT")));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_CLIENT_KEY, env("RQ_TX_CLIENT_KEY")));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_KEY_PASSWORD, env("RQ_TX_KEY_PASSWORD")));
+    res = run(q, r);
+    CHECK(res.status == 200 && strstr((char *)res.body, "client=CN=rq-client"), "client certificate: %d \"%s\" (%s)",
+          res.status, (char *)res.body, res.message);
+    result_free(&res);
+    /* The next request on that handle sends no certificate. */
+    r = req(mtls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    res = run(q, r);
+    CHECK(res.status == 400, "certificate of an earlier request sent: status %d", res.status);
+    result_free(&res);
+    /* A wrong passphrase, on a new queue (libcurl would reuse the connection made with the same
+     * certificate: the passphrase is not part of its connection matching). */
+    {
+        rq_queue *fresh = new_queue();
+        r = req(mtls, "/proto");
+        CHECK_OK(rq_request_set_ca_file(r, ca));
+        CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_CLIENT_CERT, env("RQ_TX_CLIENT_CERT")));
+        CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_CLIENT_KEY, env("RQ_TX_CLIENT_KEY")));
+        CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_KEY_PASSWORD, "wrong"));
+        res = run(fresh, r);
+        CHECK(res.outcome == RQ_OUTCOME_TLS, "wrong key passphrase: outcome %d (%s)", res.outcome, res.message);
+        result_free(&res);
+        CHECK_OK(rq_queue_free(fresh));
+    }
+
+    /* Pinned public key. */
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PINNED_PUBLIC_KEY, env("RQ_TX_PIN")));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "right pin: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PINNED_PUBLIC_KEY, env("RQ_TX_WRONG_PIN")));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_TLS, "wrong pin: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+
+    /* CA directory instead of a CA file; without either the server is not trusted. */
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_CA_DIRECTORY, env("RQ_TX_CA_DIR")));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "CA directory: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+
+    /* Verification off (unsafe), then on again for the next request on the same queue. */
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_UNSAFE_NO_TLS_VERIFY, 1));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "verification off: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    res = run(q, req(tls, "/proto"));
+    CHECK(res.outcome == RQ_OUTCOME_TLS, "unverified setting leaked to the next request: outcome %d", res.outcome);
+    result_free(&res);
+
+    /* Minimum TLS version: nginx 1.22 offers at most TLS 1.2 by default. */
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_TLS_MIN_VERSION, RQ_TLS_1_2));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "TLS 1.2 minimum: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_TLS_MIN_VERSION, RQ_TLS_1_3));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_TLS, "TLS 1.3 minimum against a TLS 1.2 server: outcome %d (%s)", res.outcome,
+          res.message);
+    result_free(&res);
+    CHECK_OK(rq_queue_free(q));
+}
+
+static void section_connections(void) {
+    const char *base = env("RQ_TX_HTTP"), *port = env("RQ_TX_HTTP_PORT");
+    rq_queue *q = new_queue();
+    rq_request *r;
+    result res;
+    char entry[128], pinned[128];
+
+    r = req("http://unix-socket.invalid", "/host");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_UNIX_SOCKET, env("RQ_TX_UNIX_SOCKET")));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK && strcmp((char *)res.body, "unix-socket.invalid") == 0,
+          "unix socket: outcome %d \"%s\" (%s)", res.outcome, (char *)res.body, res.message);
+    result_free(&res);
+
+    snprintf(entry, sizeof entry, "pinned.invalid:%s:127.0.0.1", port);
+    snprintf(pinned, sizeof pinned, "http://pinned.invalid:%s", port);
+    r = req(pinned, "/host");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_RESOLVE, entry));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK && strcmp((char *)res.body, "pinned.invalid") == 0,
+          "resolve: outcome %d \"%s\" (%s)", res.outcome, (char *)res.body, res.message);
+    result_free(&res);
+    /* The override does not outlive its request (libcurl keeps it in the queue's DNS cache). */
+    res = run(q, req(pinned, "/host"));
+    CHECK(res.outcome == RQ_OUTCOME_CANNOT_RESOLVE_HOST, "resolve override leaked: outcome %d \"%s\"", res.outcome,
+          (char *)res.body);
+    result_free(&res);
+
+    r = req(base, "/host");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_IP_VERSION, RQ_IP_V6));
+    res = run(q, r);
+    CHECK(res.outcome != RQ_OUTCOME_OK, "IPv6 only reached 127.0.0.1");
+    result_free(&res);
+    r = req(base, "/host");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_IP_VERSION, RQ_IP_V4));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "IPv4: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+
+    r = req(base, "/host");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_INTERFACE, "127.0.0.1"));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_OK, "interface 127.0.0.1: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    r = req(base, "/host");
+    CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_INTERFACE, "192.0.2.123"));
+    res = run(q, r);
+    CHECK(res.outcome != RQ_OUTCOME_OK, "interface 192.0.2.123 (not ours) connected");
+    result_free(&res);
+
+    r = req(base, "/text");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_TCP_KEEPALIVE, 30));
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_MAX_RECV_SPEED, 1000000));
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_MAX_SEND_SPEED, 1000000));
+    res = run(q, r);
+    expect_text(&res, "keep-alive and speed limits");
+    result_free(&res);
+    CHECK_OK(rq_queue_free(q));
+
+    /* Connection limits: with one connection allowed in total, three requests started at once
+     * take turns on one connection (without the limit each opens its own while the others run). */
+    {
+        result three[3];
+        int reused = 0;
+        size_t total = 9, per_host = 9;
+        q = new_queue();
+        CHECK_OK(rq_queue_set_max_concurrent(q, 3));
+        CHECK_OK(rq_queue_set_max_connections(q, 1, 0));
+        CHECK_OK(rq_queue_get_max_connections(q, &total, &per_host));
+        CHECK(total == 1 && per_host == 0, "limits read back as %zu, %zu", total, per_host);
+        memset(three, 0, sizeof three);
+        for (int i = 0; i < 3; i++) {
+            r = req(base, i == 0 ? "/text" : i == 1 ? "/text?1" : "/text?2");
+            CHECK_OK(rq_request_set_completion(r, on_done, &three[i], NULL));
+            CHECK_OK(rq_add(q, r));
+            CHECK_OK(rq_request_free(r));
+        }
+        CHECK_OK(rq_queue_wait_idle(q, 60));
+        for (int i = 0; i < 3; i++) {
+            expect_text(&three[i], "connection limits");
+            reused += three[i].reused;
+            result_free(&three[i]);
+        }
+        CHECK(reused == 2, "limit 1: %d of 3 requests reused the connection", reused);
+        CHECK_OK(rq_queue_free(q));
+    }
+}
+
+static void section_version(void) {
+    rq_queue *q = new_queue();
+    rq_request *r;
+    result res;
+    const char *tls = env("RQ_TX_TLS"), *ca = env("RQ_TX_CA");
+
+    res = run(q, req(env("RQ_TX_HTTP"), "/proto"));
+    CHECK(res.http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0, "plain: version %d \"%s\"",
+          res.http_version, (char *)res.body);
+    result_free(&res);
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    res = run(q, r);
+    CHECK(res.http_version == 20 && strncmp((char *)res.body, "HTTP/2.0", 8) == 0, "TLS: version %d \"%s\"",
+          res.http_version, (char *)res.body);
+    result_free(&res);
+    r = req(tls, "/proto");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_1_1));
+    res = run(q, r);
+    CHECK(res.http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0, "TLS, 1.1 only: version %d \"%s\"",
+          res.http_version, (char *)res.body);
+    result_free(&res);
+    /* h2c with prior knowledge, three times in a row on one queue (a kept h2c connection breaks
+     * with Debian's libcurl 7.88.1: the library does not keep them). */
+    for (int i = 0; i < 3; i++) {
+        r = req(env("RQ_TX_H2C"), "/proto");
+        CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+        res = run(q, r);
+        CHECK(res.outcome == RQ_OUTCOME_OK && res.http_version == 20 && strncmp((char *)res.body, "HTTP/2.0", 8) == 0,
+              "h2c #%d: outcome %d version %d \"%s\" (%s)", i + 1, res.outcome, res.http_version, (char *)res.body,
+              res.message);
+        result_free(&res);
+    }
+    CHECK_OK(rq_queue_free(q));
+}
+
+static void section_cookies(void) {
+    const char *base = env("RQ_TX_HTTP");
+    rq_queue *q = new_queue();
+    rq_request *r, *defaults;
+    result res;
+    char *text;
+    char path[512];
+
+    r = req(base, "/cookies/set?name=flavour&value=oat");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_COOKIES, 1));
+    res = run(q, r);
+    CHECK(res.status == 200, "set cookie: status %d", res.status);
+    result_free(&res);
+    r = req(base, "/cookies");
+    CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_COOKIES, 1));
+    res = run(q, r);
+    CHECK(strcmp((char *)res.body, "cookie=flavour=oat") == 0, "cookie sent: \"%s\"", (char *)res.body);
+    result_free(&res);
+    /* A request without cookies on the same handle sends none. */
+    res = run(q, req(base, "/cookies"));
+    CHECK(strcmp((char *)res.body, "cookie=") == 0, "cookie of the jar leaked: \"%s\"", (char *)res.body);
+    result_free(&res);
+
+    CHECK_OK(rq_queue_cookies_list(q, &text));
+    CHECK(strstr(text, "\tflavour\toat\n") != NULL, "cookie list: \"%s\"", text);
+    rq_string_free(text);
+    snprintf(path, sizeof path, "%s/cookies.txt", env("RQ_TX_TMP"));
+    CHECK_OK(rq_queue_cookies_save(q, path));
+    CHECK_OK(rq_queue_cookies_clear(q));
+    CHECK_OK(rq_queue_cookies_list(q, &text));
+    CHECK(strcmp(text, "") == 0, "after clear: \"%s\"", text);
+    rq_string_free(text);
+
+    /* The queue's defaults turn cookies on; the saved file brings the cookie back. */
+    CHECK_OK(rq_queue_get_defaults(q, &defaults));
+    CHECK_OK(rq_request_set_option_int(defaults, RQ_OPTION_COOKIES, 1));
+    res = run(q, req(base, "/cookies"));
+    CHECK(strcmp((char *)res.body, "cookie=") == 0, "cleared jar still sent: \"%s\"", (char *)res.body);
+    result_free(&res);
+    CHECK_OK(rq_queue_cookies_load(q, path));
+    res = run(q, req(base, "/cookies"));
+    CHECK(strcmp((char *)res.body, "cookie=flavour=oat") == 0, "loaded cookie: \"%s\"", (char *)res.body);
+    result_free(&res);
+    /* A second file, after a clear: only its cookies (not those of the first file again). */
+    {
+        char second[600];
+        FILE *f;
+        snprintf(second, sizeof second, "%s/second.txt", env("RQ_TX_TMP"));
+        f = fopen(second, "w");
+        CHECK(f != NULL, "cannot write %s", second);
+        fputs("127.0.0.1\tFALSE\t/\tFALSE\t0\tcolour\tblue\n", f);
+        fclose(f);
+        CHECK_OK(rq_queue_cookies_clear(q));
+        CHECK_OK(rq_queue_cookies_load(q, second));
+        CHECK_OK(rq_queue_cookies_list(q, &text));
+        CHECK(strstr(text, "\tcolour\tblue\n") != NULL && strstr(text, "flavour") == NULL, "second file: \"%s\"", text);
+        rq_string_free(text);
+        res = run(q, req(base, "/cookies"));
+        CHECK(strcmp((char *)res.body, "cookie=colour=blue") == 0, "second file's cookie: \"%s\"", (char *)res.body);
+        result_free(&res);
+    }
+    CHECK_RC(rq_queue_cookies_load(q, "/nonexistent/cookies.txt"), RQ_ERR_SYSTEM);
+    CHECK_RC(rq_queue_cookies_save(q, "/nonexistent/dir/cookies.txt"), RQ_ERR_SYSTEM);
+    /* Another queue has its own jar. */
+    {
+        rq_queue *other = new_queue();
+        r = req(base, "/cookies");
+        CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_COOKIES, 1));
+        res = run(other, r);
+        CHECK(strcmp((char *)res.body, "cookie=") == 0, "another queue's jar: \"%s\"", (char *)res.body);
+        result_free(&res);
+        CHECK_OK(rq_queue_free(other));
+    }
+    CHECK_OK(rq_queue_free(q));
+}
+
+int main(int argc, char **argv) {
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } sections[] = {{"decode", section_decode},   {"agent", section_agent},
+                    {"defaults", section_defaults}, {"proxy", section_proxy},
+                    {"tls", section_tls},         {"connections", section_connections},
+                    {"version", section_version}, {"cookies", section_cookies}};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        int wanted = argc < 2;
+        for (int a = 1; a < argc; a++)
+            wanted |= strcmp(argv[a], sections[i].name) == 0;
+        if (!wanted)
+            continue;
+        sections[i].run();
+        printf("%s: ok\n", sections[i].name);
+        fflush(stdout);
+    }
+    printf("%d checks passed\n", atomic_load(&rqt_checks));
+    return 0;
+}
