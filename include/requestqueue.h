@@ -212,6 +212,22 @@ typedef enum rq_result {
  *  unknown values give "unknown result code". Never NULL. */
 RQ_API const char *rq_result_str(int result);
 
+/** What exactly was wrong with the most recent call made on the calling thread that returned an
+ *  rq_result other than RQ_OK: the function's name, then the reason, such as
+ *  `rq_request_new: byte 18 of the URL is a space (0x20): percent-encode it as %20` or
+ *  `rq_request_set_header: the value of header "X-A" has a line feed (LF) at byte 3`. Bindings
+ *  show it instead of composing their own texts. (`rq_result_str` names the code only.)
+ *
+ *  - Set: by every function of this header that returns an rq_result other than RQ_OK, before it
+ *    returns, on the thread that called it. Nothing else sets it: an outcome of a request is read
+ *    from its response (`rq_response_error_message`), never here.
+ *  - Cleared: never. A call that returns RQ_OK leaves it as it was (as errno): read it right after
+ *    the call that failed, on the same thread. Before the thread's first failed call it is "".
+ *  - Valid: the string belongs to the calling thread; it stays valid and unchanged until the next
+ *    call on this thread that fails, or until the thread ends. Copy what you keep. Another
+ *    thread's calls never change it. Never NULL. */
+RQ_API const char *rq_last_error_message(void);
+
 /* ===================================================================================================
  * Outcomes of requests
  * =================================================================================================== */
@@ -420,6 +436,17 @@ RQ_API rq_result rq_queue_set_rate_limit(rq_queue *queue, unsigned starts, doubl
  *  sizeof(rq_queue_stats) first (a smaller size gets only the fields that fit; too small for the
  *  first field gives RQ_ERR_INVALID_ARGUMENT). */
 RQ_API rq_result rq_queue_get_stats(rq_queue *queue, rq_queue_stats *out_stats);
+
+/** Attaches a pointer of the caller's to the queue (NULL by default; NULL removes it), to find the
+ *  host's own object from the queue handle (in a callback: the request's queue, an event loop's
+ *  table). The library never reads, frees or calls it. It is one word, read and written
+ *  atomically: a `rq_queue_get_context` racing a set on another thread gets the old pointer or the
+ *  new one. Errors: RQ_ERR_NULL_ARGUMENT (queue), RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED (a
+ *  queue inherited across fork(), see "Fork"). */
+RQ_API rq_result rq_queue_set_context(rq_queue *queue, void *context);
+/** Writes the pointer set with `rq_queue_set_context` (NULL when none was set). Errors:
+ *  RQ_ERR_NULL_ARGUMENT (queue or out_context), RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED. */
+RQ_API rq_result rq_queue_get_context(rq_queue *queue, void **out_context);
 
 /** Suspends the queue: no waiting request starts until `rq_queue_resume`. Running requests go on;
  *  nothing is cancelled. Suspending a suspended queue is a no-op. */

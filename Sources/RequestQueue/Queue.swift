@@ -51,6 +51,12 @@ final class Queue: @unchecked Sendable {
     let kind: Kind
     let threaded: Bool
     private(set) var handle: UInt = 0
+    /// The process generation the queue was made in (ForkGuard): in a child forked since, it is
+    /// inherited, its threads are gone and its locks are never taken again.
+    let forkGeneration = ForkGuard.generation
+    var inherited: Bool { forkGeneration != ForkGuard.generation }
+    /// The caller's pointer (`rq_queue_set_context`), under the monitor.
+    private var callerContext: UnsafeMutableRawPointer?
 
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
@@ -164,6 +170,11 @@ final class Queue: @unchecked Sendable {
     }
 
     var statistics: Stats { monitor.withLock { stats } }
+
+    var context: UnsafeMutableRawPointer? {
+        get { monitor.withLock { callerContext } }
+        set { monitor.withLock { callerContext = newValue } }
+    }
 
     /// Origins cost a string per request: the scheduler gets them only while a per-host limit is
     /// on, and those already queued get theirs when one is turned on.
@@ -698,6 +709,19 @@ final class Queue: @unchecked Sendable {
             monitor.broadcast()
         }
         return RQ_OK
+    }
+}
+
+extension Queue {
+    /// `rq_queue_free` of an inherited queue, in a child process: forgets the queue without its
+    /// locks or threads (see ForkGuard). Closes the child's copy of the dispatch descriptor; the
+    /// parent's connections are left alone (closing them here would end the parent's TLS
+    /// sessions). False when another thread of the child freed it first.
+    func abandonInChild() -> Bool {
+        guard ForkGuard.abandon(self) else { return false }
+        HandleTable.shared.remove(handle)
+        if eventFD >= 0 { Glibc.close(eventFD) }
+        return true
     }
 }
 
