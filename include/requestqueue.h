@@ -560,7 +560,8 @@ RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
 RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
 
 /** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request
- *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed.
+ *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed. Methods POST, PUT
+ *  and PATCH send a body even when none is set (an empty one).
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
 

@@ -242,7 +242,7 @@ final class Queue: @unchecked Sendable {
             let id = request.id
             stats.added += 1
             let key = duplicatesMode == .allow ? nil : request.duplicateKey
-            if duplicatesMode == .coalesce, let key, ["GET", "HEAD", "OPTIONS"].contains(request.method),
+            if duplicatesMode == .coalesce, let key, HTTPMethods.coalescable.contains(request.method),
                !request.streamsBody,
                let leaderID = scheduler.ids(withKey: key).first, let leader = active[leaderID], !leader.streamsBody {
                 // Share the transfer of an equal request already waiting or running.
