@@ -21,7 +21,7 @@ module RequestQueue
     # 3. the system loader's librequestqueue.so.0 (ld.so.conf, LD_LIBRARY_PATH).
     ENV_VAR = "REQUESTQUEUE_LIBRARY"
     BUNDLED_PATH = File.expand_path("native/librequestqueue.so", __dir__)
-    SYSTEM_NAME = "librequestqueue.so.0"
+    SYSTEM_NAME = "librequestqueue.so.#{LIBRARY_MAJOR}"
 
     def self.load_library
       tried = []
