@@ -123,6 +123,7 @@ module RequestQueue
       [:rq_version_number, [], :uint, false],
       [:rq_version_string, [], :string, false],
       [:rq_result_str, [:int], :string, false],
+      [:rq_last_error_message, [], :string, false],
       [:rq_outcome_str, [:int], :string, false],
 
       [:rq_queue_new, %i[int pointer], :int, false],
@@ -138,6 +139,8 @@ module RequestQueue
       [:rq_queue_get_max_per_host, %i[pointer pointer], :int, false],
       [:rq_queue_set_rate_limit, %i[pointer uint double int], :int, false],
       [:rq_queue_get_stats, %i[pointer pointer], :int, false],
+      [:rq_queue_set_context, %i[pointer pointer], :int, false],
+      [:rq_queue_get_context, %i[pointer pointer], :int, false],
       [:rq_queue_suspend, [:pointer], :int, false],
       [:rq_queue_resume, [:pointer], :int, false],
       [:rq_queue_is_suspended, %i[pointer pointer], :int, false],
