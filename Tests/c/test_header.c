@@ -308,7 +308,7 @@ static void *busy_thread(void *arg) {
 }
 
 static void test_fork_under_load(void) {
-    enum { THREADS = 3, FORKS = 40 };
+    enum { THREADS = 3, FORKS = 100 };
     pthread_t threads[THREADS];
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&threads[i], NULL, busy_thread, NULL) == 0, "pthread_create");
