@@ -19,9 +19,9 @@ private func queue(_ pointer: OpaquePointer?, function: StaticString = #function
     return (q, RQ_OK)
 }
 
-let inheritedQueueReason = "the queue was made by the parent process before fork(): in this child its threads do not "
+private let inheritedQueueReason = "the queue was made by the parent process before fork(): in this child its threads do not "
     + "exist, and only rq_queue_free works on it (make a new queue here)"
-let inheritedRequestReason = "the request is in a queue of the parent process, made before fork(): in this child "
+private let inheritedRequestReason = "the request is in a queue of the parent process, made before fork(): in this child "
     + "it cannot be cancelled or changed"
 
 private func request(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Request?, rq_result) {
