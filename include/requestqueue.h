@@ -37,7 +37,8 @@
  *
  * - Results. Every fallible call returns an `rq_result`: RQ_OK (0) on success, or a fixed error
  *   code (values are never renumbered). `rq_result_str` names any code. Out-parameters are written
- *   only when the call returns RQ_OK.
+ *   only when the call returns RQ_OK. `rq_last_error_message` then says what exactly was wrong
+ *   (per thread, as errno: see there).
  * - Outcomes. The outcome of a request (success, HTTP status error, timeout, cancelled, ...) is a
  *   separate enum, `rq_outcome`, read from the response in the completion callback; it is never
  *   returned by an API call. `rq_outcome_str` names any outcome.
