@@ -41,13 +41,11 @@ private func withQueue(_ pointer: OpaquePointer?, function: StaticString = #func
 
 /// Runs `body` on the request's configuration, if it exists and can still be changed.
 func configure(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (Request) -> rq_result) -> rq_result {
-    guard pointer != nil else { return fail(RQ_ERR_NULL_ARGUMENT, "the request is NULL", function: function) }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else {
-        return fail(RQ_ERR_INVALID_HANDLE, invalidHandleReason(pointer, .request), function: function)
-    }
-    let result = r.configure(body)
-    if result == RQ_ERR_REQUEST_FROZEN { return fail(result, standardReason(result), function: function) }
-    return result
+    let (r, result) = request(pointer, function: function)
+    guard let r else { return result }
+    let configured = r.configure(body)
+    if configured == RQ_ERR_REQUEST_FROZEN { return fail(configured, standardReason(configured), function: function) }
+    return configured
 }
 
 /// RQ_ERR_NULL_ARGUMENT, naming the argument.
@@ -149,7 +147,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
         return outOfRange("delivery", delivery.rawValue, "RQ_DELIVERY_THREADED (0) or RQ_DELIVERY_DISPATCH (1)")
     }
     guard let q = Queue(threaded: delivery == RQ_DELIVERY_THREADED, kind: .user) else {
-        return fail(RQ_ERR_SYSTEM, "no thread or descriptor could be had for the queue (\(String(cString: strerror(errno)))); a later call may succeed")
+        return fail(RQ_ERR_SYSTEM, "no thread or descriptor could be had for the queue (a later call may succeed), or libcurl's global initialisation failed")
     }
     out.pointee = q.pointer
     return RQ_OK
