@@ -37,7 +37,8 @@
  *
  * - Results. Every fallible call returns an `rq_result`: RQ_OK (0) on success, or a fixed error
  *   code (values are never renumbered). `rq_result_str` names any code. Out-parameters are written
- *   only when the call returns RQ_OK.
+ *   only when the call returns RQ_OK. `rq_last_error_message` then says what exactly was wrong
+ *   (per thread, as errno: see there).
  * - Outcomes. The outcome of a request (success, HTTP status error, timeout, cancelled, ...) is a
  *   separate enum, `rq_outcome`, read from the response in the completion callback; it is never
  *   returned by an API call. `rq_outcome_str` names any outcome.
@@ -125,6 +126,52 @@
  *   memory"), or RQ_ERR_OUT_OF_MEMORY from `rq_request_set_body`: a buffer that grows past 64 KiB
  *   always leaves 16 MiB of address space to the rest of the process, whose small allocations
  *   would end it if they failed.
+ *
+ * ===================================================================================================
+ * libcurl's global initialisation
+ * ===================================================================================================
+ *
+ * The library calls `curl_global_init(CURL_GLOBAL_ALL)` itself, once per process, when its first
+ * queue is made (`rq_queue_new`, `rq_queue_default` or `rq_request_start`; from any thread, the
+ * first caller does it and the others wait for it), and never calls `curl_global_cleanup`. If it
+ * fails, that call and every later one that makes a queue return RQ_ERR_SYSTEM
+ * (`rq_queue_default` NULL). A host that uses libcurl itself may call `curl_global_init` and
+ * `curl_global_cleanup` as libcurl allows: libcurl counts the calls, so the host's cleanup never
+ * undoes the library's initialisation. Whether those calls may run on another thread while the
+ * library makes its first queue depends on the libcurl build: when `curl_version_info` reports
+ * CURL_VERSION_THREADSAFE (Debian 12's libcurl 7.88.1 does), `curl_global_init` and
+ * `curl_global_cleanup` are thread-safe; without it, call your own `curl_global_init` before any
+ * thread makes the first queue (or make the first queue, e.g. `rq_queue_default()`, before
+ * starting threads that initialise libcurl). A host must not call `curl_global_cleanup` more
+ * often than it called `curl_global_init`.
+ *
+ * ===================================================================================================
+ * Fork
+ * ===================================================================================================
+ *
+ * A child process made by fork() has only the thread that called fork(): the queues it inherits
+ * (the default queue and the hidden queue of `rq_request_start` included) have lost their engine
+ * and delivery threads. The library registers fork handlers (pthread_atfork, when it makes its
+ * first handle) that hold its own locks across fork(), so that the child finds them free, and in
+ * the child:
+ *  - Every call on an inherited queue returns RQ_ERR_QUEUE_CLOSED (its message says why), except
+ *    `rq_queue_free`, which releases it at once, without waiting for threads or callbacks: none
+ *    of its callbacks runs in the child, its requests get no completion there, and it returns
+ *    RQ_OK (then RQ_ERR_INVALID_HANDLE, as for any freed queue). It closes the child's copy of a
+ *    dispatch queue's descriptor; the parent's connections are left alone (their descriptors stay
+ *    open in the child until it exits or execs), so the parent's transfers go on undisturbed.
+ *  - A request waiting or running in an inherited queue cannot be cancelled or changed: `rq_cancel`,
+ *    `rq_request_set_priority` and the answers to its authentication challenges return
+ *    RQ_ERR_QUEUE_CLOSED; reading it (`rq_request_get_state`, ...) tells what the parent last knew;
+ *    `rq_request_free` releases the child's handle. A request made in the parent and never added
+ *    is the child's: it can be changed and added to a queue of the child.
+ *  - Responses retained in the parent (`rq_response_retain`) can be read and released in the child.
+ *  - New queues work, `rq_queue_default` makes a new default queue (a different handle), and
+ *    `rq_request_start` a new hidden queue.
+ * So a binding needs no fork handling of its own for the library's objects. What the library
+ * cannot vouch for are the locks of other libraries held by other threads at the instant of fork()
+ * (POSIX allows only async-signal-safe calls in such a child until it execs); glibc keeps its
+ * allocator usable.
  *
  * ===================================================================================================
  * Equality of requests (duplicates)
@@ -236,7 +283,8 @@ typedef enum rq_result {
     RQ_ERR_INVALID_STATE = 11,
     /** The call needs the other delivery mode (e.g. `rq_queue_dispatch` on a threaded queue). */
     RQ_ERR_WRONG_DELIVERY = 12,
-    /** The queue is being freed and accepts no more requests. */
+    /** The queue is being freed and accepts no more requests; or, in a child process, the queue
+     *  (or the queue of the request) was inherited across fork() (see "Fork"). */
     RQ_ERR_QUEUE_CLOSED = 13,
     /** A wait ended at its time limit. */
     RQ_ERR_TIMED_OUT = 14,
@@ -251,6 +299,22 @@ typedef enum rq_result {
 /** A static, human-readable name for a result code ("invalid URL", ...). Any int is accepted:
  *  unknown values give "unknown result code". Never NULL. */
 RQ_API const char *rq_result_str(int result);
+
+/** What exactly was wrong with the most recent call made on the calling thread that returned an
+ *  rq_result other than RQ_OK: the function's name, then the reason, such as
+ *  `rq_request_new: byte 18 of the URL is a space (0x20): percent-encode it as %20` or
+ *  `rq_request_set_header: the value of header "X-A" has a line feed (LF) at byte 3`. Bindings
+ *  show it instead of composing their own texts. (`rq_result_str` names the code only.)
+ *
+ *  - Set: by every function of this header that returns an rq_result other than RQ_OK, before it
+ *    returns, on the thread that called it. Nothing else sets it: an outcome of a request is read
+ *    from its response (`rq_response_error_message`), never here.
+ *  - Cleared: never. A call that returns RQ_OK leaves it as it was (as errno): read it right after
+ *    the call that failed, on the same thread. Before the thread's first failed call it is "".
+ *  - Valid: the string belongs to the calling thread; it stays valid and unchanged until the next
+ *    call on this thread that fails, or until the thread ends. Copy what you keep. Another
+ *    thread's calls never change it. Never NULL. */
+RQ_API const char *rq_last_error_message(void);
 
 /* ===================================================================================================
  * Outcomes of requests
@@ -428,13 +492,16 @@ RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
  *  challenges become invalid. NULL: no-op, RQ_OK. Several threads may free the same queue at once:
  *  one of them frees it and gets RQ_OK; the others wait until it is freed (their calls too return
  *  only once no callback of the queue can run) and get RQ_ERR_INVALID_HANDLE, as any later call
- *  does. Errors: RQ_ERR_INVALID_HANDLE, RQ_ERR_INVALID_STATE (the default queue cannot be freed),
- *  RQ_ERR_WOULD_DEADLOCK (called from a callback of this same queue). */
+ *  does. In a child process, a queue inherited across fork() (the default queue included) is
+ *  released at once instead (see "Fork"). Errors: RQ_ERR_INVALID_HANDLE, RQ_ERR_INVALID_STATE (the
+ *  default queue cannot be freed), RQ_ERR_WOULD_DEADLOCK (called from a callback of this same
+ *  queue). */
 RQ_API rq_result rq_queue_free(rq_queue *queue);
 
 /** The process-wide default queue (threaded delivery, same defaults as `rq_queue_new`), created
  *  on first use, thread-safe, never freed. Returns NULL only if it cannot be created (no thread
- *  available); a later call tries again, and returns the same queue once it exists. */
+ *  available); a later call tries again, and returns the same queue once it exists. A child process
+ *  made by fork() gets a new default queue (see "Fork"). */
 RQ_API rq_queue *rq_queue_default(void);
 
 /** Sets the maximum number of requests running at once; 0 means unlimited (values above SSIZE_MAX
@@ -473,6 +540,16 @@ RQ_API rq_result rq_queue_set_rate_limit(rq_queue *queue, unsigned starts, doubl
  *  sizeof(rq_queue_stats) first (a smaller size gets only the fields that fit; too small for the
  *  first field gives RQ_ERR_INVALID_ARGUMENT). */
 RQ_API rq_result rq_queue_get_stats(rq_queue *queue, rq_queue_stats *out_stats);
+
+/** Attaches a pointer of the caller's to the queue (NULL by default; NULL removes it), to find the
+ *  host's own object from the queue handle (in a callback: the request's queue, an event loop's
+ *  table). The library never reads, frees or calls it. Any thread may set and read it: a
+ *  `rq_queue_get_context` racing a set on another thread gets the old pointer or the new one. Errors: RQ_ERR_NULL_ARGUMENT (queue), RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED (a
+ *  queue inherited across fork(), see "Fork"). */
+RQ_API rq_result rq_queue_set_context(rq_queue *queue, void *context);
+/** Writes the pointer set with `rq_queue_set_context` (NULL when none was set). Errors:
+ *  RQ_ERR_NULL_ARGUMENT (queue or out_context), RQ_ERR_INVALID_HANDLE, RQ_ERR_QUEUE_CLOSED. */
+RQ_API rq_result rq_queue_get_context(rq_queue *queue, void **out_context);
 
 /** Suspends the queue: no waiting request starts until `rq_queue_resume`. Running requests go on;
  *  nothing is cancelled. Suspending a suspended queue is a no-op. */
@@ -586,7 +663,8 @@ RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
 RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
 
 /** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request
- *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed.
+ *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed. Methods POST, PUT
+ *  and PATCH send a body even when none is set (an empty one).
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
 

@@ -2,9 +2,11 @@
 import CRequestQueueAPI
 
 @c @implementation public func rq_response_metrics(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_metrics>?) -> rq_result {
-    guard let pointer, let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard let pointer else { return null("response") }
+    guard let out else { return null("out_metrics") }
     let size = UInt(bitPattern: out.pointee.size)
-    guard size >= UInt(MemoryLayout<Int>.size + MemoryLayout<Double>.size) else { return RQ_ERR_INVALID_ARGUMENT }
+    let least = MemoryLayout<Int>.size + MemoryLayout<Double>.size
+    guard size >= UInt(least) else { return outOfRange("out_metrics->size", size, "at least \(least) (set it to sizeof(rq_metrics))") }
     let response = Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
     let m = response.metrics
     var full = rq_metrics(size: MemoryLayout<rq_metrics>.size, queued: m.queued, dns: m.dns, connect: m.connect,

@@ -3,20 +3,15 @@
 import CRequestQueueAPI
 import Glibc
 
-/// Runs `body` on the configuration of the request behind `pointer`, if it can still be changed.
-private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
-    guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return RQ_ERR_INVALID_HANDLE }
-    return r.configure(body)
-}
-
 @c @implementation public func rq_request_set_body_callback(_ pointer: OpaquePointer?, _ fn: rq_data_fn?) -> rq_result {
-    configureRequest(pointer) { r in
+    configure(pointer) { r in
         guard let fn else {
             r.bodyCallback = nil
             return RQ_OK
         }
-        guard r.outputPath == nil else { return RQ_ERR_INVALID_STATE }
+        guard r.outputPath == nil else {
+            return fail(RQ_ERR_INVALID_STATE, "an output file is set (rq_request_set_output_file): a body goes to one place")
+        }
         r.bodyCallback = fn
         if r.flow == nil { r.flow = StreamFlow() }
         return RQ_OK
@@ -24,14 +19,16 @@ private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq
 }
 
 @c @implementation public func rq_request_set_output_file(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?, _ resume: Int32) -> rq_result {
-    configureRequest(pointer) { r in
+    configure(pointer) { r in
         guard let path else {
             r.outputPath = nil
             r.outputResume = false
             return RQ_OK
         }
-        guard path.pointee != 0 else { return RQ_ERR_INVALID_ARGUMENT }
-        guard r.bodyCallback == nil else { return RQ_ERR_INVALID_STATE }
+        guard path.pointee != 0 else { return fail(RQ_ERR_INVALID_ARGUMENT, "the path is empty") }
+        guard r.bodyCallback == nil else {
+            return fail(RQ_ERR_INVALID_STATE, "a body callback is set (rq_request_set_body_callback): a body goes to one place")
+        }
         r.outputPath = Array(UnsafeBufferPointer(start: path, count: strlen(path) + 1))
         r.outputResume = resume != 0
         return RQ_OK
@@ -39,7 +36,7 @@ private func configureRequest(_ pointer: OpaquePointer?, _ body: (Request) -> rq
 }
 
 @c @implementation public func rq_request_set_head_callback(_ pointer: OpaquePointer?, _ fn: rq_head_fn?) -> rq_result {
-    configureRequest(pointer) { r in
+    configure(pointer) { r in
         r.headCallback = fn
         return RQ_OK
     }

@@ -5,18 +5,30 @@ import Glibc
 import RequestQueueCore
 
 /// A request that `rq_request_start` may start: not a queue's defaults.
-func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
-    let (r, result) = request(pointer)
+func startableRequest(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Request?, rq_result) {
+    let (r, result) = request(pointer, function: function)
     guard let r else { return (nil, result) }
-    return r.isDefaults ? (nil, RQ_ERR_INVALID_STATE) : (r, RQ_OK)
+    guard !r.isDefaults else {
+        return (nil, fail(RQ_ERR_INVALID_STATE, "the request is a queue's defaults (rq_queue_get_defaults): it is never started",
+                          function: function))
+    }
+    return (r, RQ_OK)
+}
+
+/// RQ_ERR_INVALID_ARGUMENT for a transport option's value.
+private func badOption(_ option: rq_option, _ why: String, function: StaticString) -> rq_result {
+    fail(RQ_ERR_INVALID_ARGUMENT, "option \(option.rawValue): \(why)", function: function)
 }
 
 @c @implementation public func rq_request_set_option_string(_ pointer: OpaquePointer?, _ option: rq_option, _ value: UnsafePointer<CChar>?) -> rq_result {
+    let function: StaticString = #function
     let bytes = cStringBytes(value).map(Array.init)
     return configure(pointer) { r in
         var t = r.transport
         func set(_ field: WritableKeyPath<TransportSettings, [UInt8]?>, valid: ([UInt8]) -> Bool) -> rq_result {
-            if let bytes, !valid(bytes) { return RQ_ERR_INVALID_ARGUMENT }
+            if let bytes, !valid(bytes) {
+                return badOption(option, "the value is not valid for this option (see rq_option in requestqueue.h)", function: function)
+            }
             t[keyPath: field] = bytes
             return RQ_OK
         }
@@ -42,11 +54,14 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
                 result = RQ_OK
                 break
             }
-            guard TransportValidation.resolveEntry(bytes), (t.resolve?.count ?? 0) < 1000 else { return RQ_ERR_INVALID_ARGUMENT }
+            guard TransportValidation.resolveEntry(bytes) else {
+                return badOption(option, "a resolve entry is \"host:port:address\"", function: function)
+            }
+            guard (t.resolve?.count ?? 0) < 1000 else { return badOption(option, "at most 1000 resolve entries", function: function) }
             t.resolve = (t.resolve ?? []) + [bytes]
             result = RQ_OK
         default:
-            result = RQ_ERR_INVALID_ARGUMENT
+            result = badOption(option, "not an option that takes a string", function: function)
         }
         if result == RQ_OK { r.transport = t }
         return result
@@ -54,31 +69,33 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 }
 
 @c @implementation public func rq_request_set_option_int(_ pointer: OpaquePointer?, _ option: rq_option, _ value: Int64) -> rq_result {
-    configure(pointer) { r in
+    let function: StaticString = #function
+    return configure(pointer) { r in
+        func bad(_ why: String) -> rq_result { badOption(option, "\(value) is not \(why)", function: function) }
         switch option {
         case RQ_OPTION_DECODE_CONTENT: r.transport.decodeContent = value != 0
         case RQ_OPTION_UNSAFE_NO_TLS_VERIFY: r.transport.verifyTLS = value == 0
         case RQ_OPTION_COOKIES: r.transport.cookies = value != 0
         case RQ_OPTION_TLS_MIN_VERSION:
-            guard value == 0 || TLSVersion(rawValue: Int(value)) != nil else { return RQ_ERR_INVALID_ARGUMENT }
-            r.transport.tlsMinVersion = value == 0 ? nil : TLSVersion(rawValue: Int(value))
+            guard value == 0 || TLSVersion(rawValue: Int(clamping: value)) != nil else { return bad("a TLS version of the header") }
+            r.transport.tlsMinVersion = value == 0 ? nil : TLSVersion(rawValue: Int(clamping: value))
         case RQ_OPTION_IP_VERSION:
-            guard let version = IPVersion(rawValue: Int(clamping: value)) else { return RQ_ERR_INVALID_ARGUMENT }
+            guard let version = IPVersion(rawValue: Int(clamping: value)) else { return bad("an IP version of the header") }
             r.transport.ipVersion = version
         case RQ_OPTION_HTTP_VERSION:
-            guard let version = HTTPVersion(rawValue: Int(clamping: value)) else { return RQ_ERR_INVALID_ARGUMENT }
+            guard let version = HTTPVersion(rawValue: Int(clamping: value)) else { return bad("an HTTP version of the header") }
             r.transport.httpVersion = version
         case RQ_OPTION_TCP_KEEPALIVE:
-            guard (0...86400).contains(value) else { return RQ_ERR_INVALID_ARGUMENT }
+            guard (0...86400).contains(value) else { return bad("a number of seconds from 0 to 86400") }
             r.transport.tcpKeepAlive = Int(value)
         case RQ_OPTION_MAX_RECV_SPEED:
-            guard value >= 0 else { return RQ_ERR_INVALID_ARGUMENT }
+            guard value >= 0 else { return bad("a number of bytes per second >= 0") }
             r.transport.maxReceiveSpeed = value
         case RQ_OPTION_MAX_SEND_SPEED:
-            guard value >= 0 else { return RQ_ERR_INVALID_ARGUMENT }
+            guard value >= 0 else { return bad("a number of bytes per second >= 0") }
             r.transport.maxSendSpeed = value
         default:
-            return RQ_ERR_INVALID_ARGUMENT
+            return badOption(option, "not an option that takes a number", function: function)
         }
         return RQ_OK
     }
@@ -87,9 +104,9 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 @c @implementation public func rq_queue_get_defaults(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
     let (q, result) = queue(pointer)
     guard let q else { return result }
-    guard let out else { return RQ_ERR_NULL_ARGUMENT }
-    guard q.kind != .standalone else { return RQ_ERR_INVALID_HANDLE }
-    guard let d = q.transport.defaults() else { return RQ_ERR_QUEUE_CLOSED }
+    guard let out else { return null("out") }
+    guard q.kind != .standalone else { return fail(RQ_ERR_INVALID_HANDLE, "not a queue of rq_queue_new or rq_queue_default") }
+    guard let d = q.transport.defaults() else { return fail(RQ_ERR_QUEUE_CLOSED, standardReason(RQ_ERR_QUEUE_CLOSED)) }
     out.pointee = d.pointer
     return RQ_OK
 }
@@ -103,7 +120,8 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
     let (q, result) = queue(pointer)
     guard let q else { return result }
     let total = UInt(bitPattern: total), perHost = UInt(bitPattern: perHost)
-    guard total <= 100_000, perHost <= 100_000 else { return RQ_ERR_INVALID_ARGUMENT }
+    guard total <= 100_000 else { return outOfRange("total", total, "from 0 to 100000") }
+    guard perHost <= 100_000 else { return outOfRange("per_host", perHost, "from 0 to 100000") }
     q.transport.setConnectionLimits(total: Int(total), perHost: Int(perHost))
     return RQ_OK
 }
@@ -112,7 +130,8 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
                                                             _ outPerHost: UnsafeMutablePointer<Int>?) -> rq_result {
     let (q, result) = queue(pointer)
     guard let q else { return result }
-    guard let outTotal, let outPerHost else { return RQ_ERR_NULL_ARGUMENT }
+    guard let outTotal else { return null("out_total") }
+    guard let outPerHost else { return null("out_per_host") }
     let limits = q.transport.currentConnectionLimits
     outTotal.pointee = limits.total
     outPerHost.pointee = limits.perHost
@@ -121,18 +140,21 @@ func startableRequest(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
 
 // MARK: Cookies
 
-private func withJar(_ pointer: OpaquePointer?, _ body: (CookieJar) -> rq_result) -> rq_result {
-    let (q, result) = queue(pointer)
+private func withJar(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (CookieJar) -> rq_result) -> rq_result {
+    let (q, result) = queue(pointer, function: function)
     guard let q else { return result }
-    guard let jar = q.transport.cookieJar() else { return RQ_ERR_QUEUE_CLOSED }
+    guard let jar = q.transport.cookieJar() else {
+        return fail(RQ_ERR_QUEUE_CLOSED, standardReason(RQ_ERR_QUEUE_CLOSED), function: function)
+    }
     return body(jar)
 }
 
 @c @implementation public func rq_queue_cookies_list(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> rq_result {
     withJar(pointer) { jar in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
-        guard let text = jar.list() else { return RQ_ERR_OUT_OF_MEMORY }
-        guard let raw = malloc(text.count + 1) else { return RQ_ERR_OUT_OF_MEMORY }
+        guard let out else { return null("out") }
+        guard let text = jar.list(), let raw = malloc(text.count + 1) else {
+            return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for the list of cookies")
+        }
         let bytes = raw.assumingMemoryBound(to: UInt8.self)
         text.withUnsafeBufferPointer { if let base = $0.baseAddress { bytes.update(from: base, count: text.count) } }
         bytes[text.count] = 0
@@ -149,14 +171,14 @@ private func withJar(_ pointer: OpaquePointer?, _ body: (CookieJar) -> rq_result
 
 @c @implementation public func rq_queue_cookies_load(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
     withJar(pointer) { jar in
-        guard let path else { return RQ_ERR_NULL_ARGUMENT }
-        return jar.load(path) ? RQ_OK : RQ_ERR_SYSTEM
+        guard let path else { return null("path") }
+        return jar.load(path) ? RQ_OK : fail(RQ_ERR_SYSTEM, "cannot read the cookie file \(String(cString: path))")
     }
 }
 
 @c @implementation public func rq_queue_cookies_save(_ pointer: OpaquePointer?, _ path: UnsafePointer<CChar>?) -> rq_result {
     withJar(pointer) { jar in
-        guard let path else { return RQ_ERR_NULL_ARGUMENT }
-        return jar.save(path) ? RQ_OK : RQ_ERR_SYSTEM
+        guard let path else { return null("path") }
+        return jar.save(path) ? RQ_OK : fail(RQ_ERR_SYSTEM, "cannot write the cookie file \(String(cString: path))")
     }
 }

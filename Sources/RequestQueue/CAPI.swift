@@ -6,30 +6,57 @@ import RequestQueueCore
 
 // MARK: Helpers
 
-func queue(_ pointer: OpaquePointer?) -> (Queue?, rq_result) {
-    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
-    guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+// Every error result is returned through `fail` or `reported`, which record the message of
+// `rq_last_error_message`; `function` is the C function's name (#function at its call site).
+
+/// The live queue behind `pointer`, or the error (a queue inherited across fork() is closed).
+func queue(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Queue?, rq_result) {
+    guard pointer != nil else { return (nil, fail(RQ_ERR_NULL_ARGUMENT, "the queue is NULL", function: function)) }
+    guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else {
+        return (nil, fail(RQ_ERR_INVALID_HANDLE, invalidHandleReason(pointer, .queue), function: function))
+    }
+    guard !q.inherited else { return (nil, fail(RQ_ERR_QUEUE_CLOSED, inheritedQueueReason, function: function)) }
     return (q, RQ_OK)
 }
 
-func request(_ pointer: OpaquePointer?) -> (Request?, rq_result) {
-    guard pointer != nil else { return (nil, RQ_ERR_NULL_ARGUMENT) }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else { return (nil, RQ_ERR_INVALID_HANDLE) }
+private let inheritedQueueReason = "the queue was made by the parent process before fork(): in this child its threads do not "
+    + "exist, and only rq_queue_free works on it (make a new queue here)"
+private let inheritedRequestReason = "the request is in a queue of the parent process, made before fork(): in this child "
+    + "it cannot be cancelled or changed"
+
+func request(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Request?, rq_result) {
+    guard pointer != nil else { return (nil, fail(RQ_ERR_NULL_ARGUMENT, "the request is NULL", function: function)) }
+    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else {
+        return (nil, fail(RQ_ERR_INVALID_HANDLE, invalidHandleReason(pointer, .request), function: function))
+    }
     return (r, RQ_OK)
 }
 
 /// Runs `body` with the queue behind `pointer`, or returns why there is none.
-private func withQueue(_ pointer: OpaquePointer?, _ body: (Queue) -> rq_result) -> rq_result {
-    let (q, result) = queue(pointer)
+private func withQueue(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (Queue) -> rq_result) -> rq_result {
+    let (q, result) = queue(pointer, function: function)
     guard let q else { return result }
     return body(q)
 }
 
 /// Runs `body` on the request's configuration, if it exists and can still be changed.
-func configure(_ pointer: OpaquePointer?, _ body: (Request) -> rq_result) -> rq_result {
-    let (r, result) = request(pointer)
+func configure(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (Request) -> rq_result) -> rq_result {
+    let (r, result) = request(pointer, function: function)
     guard let r else { return result }
-    return r.configure(body)
+    let configured = r.configure(body)
+    if configured == RQ_ERR_REQUEST_FROZEN { return fail(configured, standardReason(configured), function: function) }
+    return configured
+}
+
+/// RQ_ERR_NULL_ARGUMENT, naming the argument.
+func null(_ argument: String, function: StaticString = #function) -> rq_result {
+    fail(RQ_ERR_NULL_ARGUMENT, "\(argument) is NULL", function: function)
+}
+
+/// RQ_ERR_INVALID_ARGUMENT for a number out of its range.
+func outOfRange(_ argument: String, _ value: some CustomStringConvertible, _ range: String,
+                function: StaticString = #function) -> rq_result {
+    fail(RQ_ERR_INVALID_ARGUMENT, "\(argument) is \(value), not \(range)", function: function)
 }
 
 /// A time in seconds: finite, >= 0, at most `limit`.
@@ -37,23 +64,30 @@ private func validSeconds(_ seconds: Double, limit: Double = 1e6) -> Bool {
     seconds.isFinite && seconds >= 0 && seconds <= limit
 }
 
+/// RQ_ERR_INVALID_ARGUMENT for a time in seconds that `validSeconds` refused.
+private func badSeconds(_ argument: String, _ seconds: Double, function: StaticString = #function) -> rq_result {
+    outOfRange(argument, seconds, "a number of seconds from 0 to 1e6", function: function)
+}
+
 /// Sets a time in seconds on a request that can still be changed, after checking it.
-private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKeyPath<Request, Double>, _ seconds: Double) -> rq_result {
-    configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKeyPath<Request, Double>, _ seconds: Double,
+                        function: StaticString = #function) -> rq_result {
+    configure(pointer, function: function) { r in
+        guard validSeconds(seconds) else { return badSeconds("seconds", seconds, function: function) }
         r[keyPath: field] = seconds
         r.explicitSettings.insert(InheritedSettings.seconds(field))
         return RQ_OK
     }
 }
 
-private func inputResult(_ error: InputError) -> rq_result {
-    switch error {
+private func inputResult(_ error: InputError, function: StaticString = #function) -> rq_result {
+    let code = switch error.kind {
     case .invalidURL: RQ_ERR_INVALID_URL
     case .unsupportedScheme: RQ_ERR_UNSUPPORTED_SCHEME
     case .invalidMethod: RQ_ERR_INVALID_METHOD
     case .invalidHeader: RQ_ERR_INVALID_HEADER
     }
+    return fail(code, error.reason, function: function)
 }
 
 private func response(_ pointer: OpaquePointer?) -> Response? {
@@ -63,13 +97,25 @@ private func response(_ pointer: OpaquePointer?) -> Response? {
 
 /// A process-wide queue (the default queue, the hidden one of `rq_request_start`), made on first
 /// use. When it cannot be made (no thread available, say), the next call tries again: a shortage
-/// is never remembered.
-private final class ProcessQueue: @unchecked Sendable {
+/// is never remembered. A child process created by fork() makes its own (see ForkGuard).
+private final class ProcessQueue: @unchecked Sendable, ForkGuard.Participant {
     private let kind: Queue.Kind
     private let lock = Lock()
     private var made: Queue?
 
-    init(_ kind: Queue.Kind) { self.kind = kind }
+    init(_ kind: Queue.Kind) {
+        self.kind = kind
+        _ = HandleTable.shared // registered with ForkGuard first, never under `lock`
+        ForkGuard.register(self)
+    }
+
+    var forkRank: Int { ForkGuard.rankProcessQueue }
+    func forkPrepare() { lock.acquire() }
+    func forkParent() { lock.release() }
+    func forkChild() {
+        made = nil
+        lock.release()
+    }
 
     var queue: Queue? {
         lock.withLock {
@@ -88,6 +134,8 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_version_string() -> UnsafePointer<CChar>? { StaticNames.version }
 
+@c @implementation public func rq_last_error_message() -> UnsafePointer<CChar>? { LastError.message }
+
 @c @implementation public func rq_result_str(_ result: Int32) -> UnsafePointer<CChar>? { StaticNames.result(result) }
 
 @c @implementation public func rq_outcome_str(_ outcome: Int32) -> UnsafePointer<CChar>? { StaticNames.outcome(outcome) }
@@ -95,19 +143,32 @@ private let standaloneQueue = ProcessQueue(.standalone)
 // MARK: Queues
 
 @c @implementation public func rq_queue_new(_ delivery: rq_delivery, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
-    guard let out else { return RQ_ERR_NULL_ARGUMENT }
-    guard delivery == RQ_DELIVERY_THREADED || delivery == RQ_DELIVERY_DISPATCH else { return RQ_ERR_INVALID_ARGUMENT }
-    guard let q = Queue(threaded: delivery == RQ_DELIVERY_THREADED, kind: .user) else { return RQ_ERR_SYSTEM }
+    guard let out else { return null("out_queue") }
+    guard delivery == RQ_DELIVERY_THREADED || delivery == RQ_DELIVERY_DISPATCH else {
+        return outOfRange("delivery", delivery.rawValue, "RQ_DELIVERY_THREADED (0) or RQ_DELIVERY_DISPATCH (1)")
+    }
+    guard let q = Queue(threaded: delivery == RQ_DELIVERY_THREADED, kind: .user) else {
+        return fail(RQ_ERR_SYSTEM, "no thread or descriptor could be had for the queue (a later call may succeed), or libcurl's global initialisation failed")
+    }
     out.pointee = q.pointer
     return RQ_OK
 }
 
 @c @implementation public func rq_queue_free(_ pointer: OpaquePointer?) -> rq_result {
     guard pointer != nil else { return RQ_OK }
+    // A queue inherited across fork() is released without its threads or locks.
+    if let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self), q.inherited {
+        return q.abandonInChild() ? RQ_OK : fail(RQ_ERR_INVALID_HANDLE, "the queue was freed by another thread")
+    }
     return withQueue(pointer) { q in
-        guard q.kind == .user else { return RQ_ERR_INVALID_STATE }
-        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
-        return q.close()
+        guard q.kind == .user else {
+            return fail(RQ_ERR_INVALID_STATE, q.kind == .shared ? "the default queue (rq_queue_default) cannot be freed"
+                                                                : "this internal queue cannot be freed")
+        }
+        guard CallbackContext.currentQueue != q.handle else {
+            return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
+        }
+        return reported(q.close()) { _ in "the queue was freed by another thread during the call" }
     }
 }
 
@@ -122,7 +183,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_get_max_concurrent(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_max_concurrent") }
         out.pointee = q.maxConcurrent
         return RQ_OK
     }
@@ -133,7 +194,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
         switch order {
         case RQ_ORDER_FIFO: q.order = .fifo
         case RQ_ORDER_LIFO: q.order = .lifo
-        default: return RQ_ERR_INVALID_ARGUMENT
+        default: return outOfRange("order", order.rawValue, "RQ_ORDER_FIFO (0) or RQ_ORDER_LIFO (1)")
         }
         return RQ_OK
     }
@@ -141,7 +202,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_get_order(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_order>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_order") }
         out.pointee = q.order == .fifo ? RQ_ORDER_FIFO : RQ_ORDER_LIFO
         return RQ_OK
     }
@@ -153,7 +214,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
         case RQ_DUPLICATES_CANCEL_EARLIER: q.duplicates = .cancelEarlier
         case RQ_DUPLICATES_ALLOW: q.duplicates = .allow
         case RQ_DUPLICATES_COALESCE: q.duplicates = .coalesce
-        default: return RQ_ERR_INVALID_ARGUMENT
+        default: return outOfRange("duplicates", mode.rawValue, "RQ_DUPLICATES_CANCEL_EARLIER (0), RQ_DUPLICATES_ALLOW (1) or RQ_DUPLICATES_COALESCE (2)")
         }
         return RQ_OK
     }
@@ -161,7 +222,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_get_duplicates(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_duplicates>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_duplicates") }
         out.pointee = switch q.duplicates {
         case .cancelEarlier: RQ_DUPLICATES_CANCEL_EARLIER
         case .allow: RQ_DUPLICATES_ALLOW
@@ -180,7 +241,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_get_max_per_host(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_max_per_host") }
         out.pointee = q.maxPerHost
         return RQ_OK
     }
@@ -192,7 +253,9 @@ private let standaloneQueue = ProcessQueue(.standalone)
             q.rateLimit = nil
             return RQ_OK
         }
-        guard interval.isFinite, interval > 0, interval <= 1e6 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard interval.isFinite, interval > 0, interval <= 1e6 else {
+            return outOfRange("interval_seconds", interval, "a number of seconds above 0 and at most 1e6")
+        }
         q.rateLimit = RateLimit(starts: Int(starts), interval: interval, perHost: perHost != 0)
         return RQ_OK
     }
@@ -200,9 +263,12 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_get_stats(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_queue_stats>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_stats") }
         let size = UInt(bitPattern: out.pointee.size)
-        guard size >= UInt(MemoryLayout<Int>.size + MemoryLayout<UInt64>.size) else { return RQ_ERR_INVALID_ARGUMENT }
+        let least = MemoryLayout<Int>.size + MemoryLayout<UInt64>.size
+        guard size >= UInt(least) else {
+            return outOfRange("out_stats->size", size, "at least \(least) (set it to sizeof(rq_queue_stats))")
+        }
         let s = q.statistics
         var full = rq_queue_stats(size: MemoryLayout<rq_queue_stats>.size, added: s.added, started: s.started,
                                   retried: s.retried, succeeded: s.succeeded, cancelled: s.cancelled, failed: s.failed,
@@ -212,6 +278,21 @@ private let standaloneQueue = ProcessQueue(.standalone)
         withUnsafeBytes(of: &full) { bytes in
             if let base = bytes.baseAddress { UnsafeMutableRawPointer(out).copyMemory(from: base, byteCount: byteCount) }
         }
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_set_context(_ pointer: OpaquePointer?, _ context: UnsafeMutableRawPointer?) -> rq_result {
+    withQueue(pointer) { q in
+        q.context = context
+        return RQ_OK
+    }
+}
+
+@c @implementation public func rq_queue_get_context(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> rq_result {
+    withQueue(pointer) { q in
+        guard let out else { return null("out_context") }
+        out.pointee = q.context
         return RQ_OK
     }
 }
@@ -226,7 +307,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_is_suspended(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_suspended") }
         out.pointee = q.isSuspended ? 1 : 0
         return RQ_OK
     }
@@ -234,7 +315,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_count(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let out else { return null("out_count") }
         out.pointee = q.count
         return RQ_OK
     }
@@ -243,7 +324,8 @@ private let standaloneQueue = ProcessQueue(.standalone)
 @c @implementation public func rq_queue_snapshot(_ pointer: OpaquePointer?, _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>?,
                                                  _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
+        guard let outList else { return null("out_requests") }
+        guard let outCount else { return null("out_count") }
         return writeList(q.snapshot(), outList, outCount)
     }
 }
@@ -252,14 +334,17 @@ private let standaloneQueue = ProcessQueue(.standalone)
                                                      _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>?,
                                                      _ outCount: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let tag, let outList, let outCount else { return RQ_ERR_NULL_ARGUMENT }
+        guard let tag else { return null("tag") }
+        guard let outList else { return null("out_requests") }
+        guard let outCount else { return null("out_count") }
         return writeList(q.snapshot(tag: copyCString(tag)), outList, outCount)
     }
 }
 
 @c @implementation public func rq_queue_count_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let tag, let out else { return RQ_ERR_NULL_ARGUMENT }
+        guard let tag else { return null("tag") }
+        guard let out else { return null("out_count") }
         out.pointee = q.snapshot(tag: copyCString(tag)).count
         return RQ_OK
     }
@@ -267,7 +352,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_cancel_tag(_ pointer: OpaquePointer?, _ tag: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let tag else { return RQ_ERR_NULL_ARGUMENT }
+        guard let tag else { return null("tag") }
         let cancelled = q.cancelAll(tag: copyCString(tag))
         out?.pointee = cancelled
         return RQ_OK
@@ -275,8 +360,10 @@ private let standaloneQueue = ProcessQueue(.standalone)
 }
 
 private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<UnsafeMutablePointer<OpaquePointer?>?>,
-                       _ outCount: UnsafeMutablePointer<Int>) -> rq_result {
-    guard let raw = malloc(max(1, requests.count) * MemoryLayout<OpaquePointer?>.stride) else { return RQ_ERR_OUT_OF_MEMORY }
+                       _ outCount: UnsafeMutablePointer<Int>, function: StaticString = #function) -> rq_result {
+    guard let raw = malloc(max(1, requests.count) * MemoryLayout<OpaquePointer?>.stride) else {
+        return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for an array of \(requests.count) handles", function: function)
+    }
     let list = raw.bindMemory(to: OpaquePointer?.self, capacity: max(1, requests.count))
     for (i, r) in requests.enumerated() { list[i] = r.pointer }
     outList.pointee = list
@@ -292,8 +379,8 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_queue_get_fd(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> rq_result {
     withQueue(pointer) { q in
-        guard let out else { return RQ_ERR_NULL_ARGUMENT }
-        guard !q.threaded else { return RQ_ERR_WRONG_DELIVERY }
+        guard let out else { return null("out_fd") }
+        guard !q.threaded else { return fail(RQ_ERR_WRONG_DELIVERY, "the queue delivers on its own thread (RQ_DELIVERY_THREADED): it has no descriptor") }
         out.pointee = q.eventFD
         return RQ_OK
     }
@@ -301,8 +388,10 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_queue_dispatch(_ pointer: OpaquePointer?, _ max: Int, _ outRan: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard !q.threaded else { return RQ_ERR_WRONG_DELIVERY }
-        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
+        guard !q.threaded else { return fail(RQ_ERR_WRONG_DELIVERY, "the queue delivers on its own thread (RQ_DELIVERY_THREADED): nothing to dispatch") }
+        guard CallbackContext.currentQueue != q.handle else {
+            return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which is being dispatched")
+        }
         let ran = q.dispatch(limit: Int(clamping: UInt(bitPattern: max)))
         outRan?.pointee = ran
         return RQ_OK
@@ -311,10 +400,12 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_queue_wait_idle(_ pointer: OpaquePointer?, _ timeout: Double) -> rq_result {
     withQueue(pointer) { q in
-        guard !timeout.isNaN else { return RQ_ERR_INVALID_ARGUMENT }
-        guard CallbackContext.currentQueue != q.handle else { return RQ_ERR_WOULD_DEADLOCK }
+        guard !timeout.isNaN else { return outOfRange("timeout_seconds", timeout, "a number (< 0 waits without limit)") }
+        guard CallbackContext.currentQueue != q.handle else {
+            return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
+        }
         let deadline: Double? = timeout < 0 || timeout.isInfinite ? nil : Clock.now() + timeout
-        return q.waitIdle(deadline: deadline)
+        return reported(q.waitIdle(deadline: deadline)) { _ in "the queue was not idle after \(timeout) s" }
     }
 }
 
@@ -322,22 +413,28 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     withQueue(queuePointer) { q in
         let (r, result) = request(requestPointer)
         guard let r else { return result }
-        guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
-        return q.transport.add(r, to: q)
+        guard !r.isDefaults else {
+            return fail(RQ_ERR_INVALID_STATE, "the request is a queue's defaults (rq_queue_get_defaults): it is never added")
+        }
+        return reported(q.transport.add(r, to: q)) { code in
+            code == RQ_ERR_INVALID_HANDLE ? "the request was freed by another thread during the call" : standardReason(code)
+        }
     }
 }
 
 @c @implementation public func rq_cancel(_ pointer: OpaquePointer?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard let q = r.lock.withLock({ r.queue }) else { return RQ_ERR_NOT_ACTIVE }
-    return q.cancel(r)
+    guard let q = r.lock.withLock({ r.queue }) else { return fail(RQ_ERR_NOT_ACTIVE, standardReason(RQ_ERR_NOT_ACTIVE)) }
+    guard !q.inherited else { return fail(RQ_ERR_QUEUE_CLOSED, inheritedRequestReason) }
+    return reported(q.cancel(r)) { _ in "the request already completed (or another cancel came first)" }
 }
 
 // MARK: Requests
 
 @c @implementation public func rq_request_new(_ url: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
-    guard let url, let bytes = cStringBytes(url), let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard let url, let bytes = cStringBytes(url) else { return null("url") }
+    guard let out else { return null("out_request") }
     do throws(URLParser.Failure) {
         let r = Request(url: try URLParser.parse(url, bytes))
         out.pointee = HandleTable.pointer(r.register())
@@ -345,7 +442,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     } catch {
         switch error {
         case let .input(error): return inputResult(error)
-        case .outOfMemory: return RQ_ERR_OUT_OF_MEMORY
+        case .outOfMemory: return fail(RQ_ERR_OUT_OF_MEMORY, "no memory to parse the URL")
         }
     }
 }
@@ -366,14 +463,14 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
         return (free, r.context)
     }
     // Freed twice while the request is still in flight: the handle lives on, but not the caller's.
-    if alreadyFreed { return RQ_ERR_INVALID_HANDLE }
+    if alreadyFreed { return fail(RQ_ERR_INVALID_HANDLE, "the request was already freed (it is still in flight)") }
     r.releaseHandleIfUnused()
     if let (free, context) = finalize { free(context) }
     return RQ_OK
 }
 
 @c @implementation public func rq_request_set_method(_ pointer: OpaquePointer?, _ method: UnsafePointer<CChar>?) -> rq_result {
-    guard let bytes = cStringBytes(method) else { return RQ_ERR_NULL_ARGUMENT }
+    guard let bytes = cStringBytes(method) else { return null("method") }
     return configure(pointer) { r in
         do throws(InputError) { r.method = try Validation.method(bytes) } catch { return inputResult(error) }
         return RQ_OK
@@ -381,7 +478,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_request_set_header(_ pointer: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> rq_result {
-    guard let nameBytes = cStringBytes(name) else { return RQ_ERR_NULL_ARGUMENT }
+    guard let nameBytes = cStringBytes(name) else { return null("name") }
     return configure(pointer) { r in
         let headerName: String
         do throws(InputError) { headerName = try Validation.headerName(nameBytes) } catch { return inputResult(error) }
@@ -392,12 +489,16 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             return RQ_OK
         }
         let headerValue: [UInt8]
-        do throws(InputError) { headerValue = try Validation.headerValue(valueBytes) } catch { return inputResult(error) }
+        do throws(InputError) { headerValue = try Validation.headerValue(valueBytes) } catch {
+            return inputResult(InputError(.invalidHeader, "the value of header \"\(headerName)\" \(error.reason)"))
+        }
         let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)
         if let index = r.headers.firstIndex(where: { $0.lowercasedName == lowercased }) {
             r.headers[index] = header
         } else {
-            guard r.headers.count < Validation.maxHeaderCount else { return RQ_ERR_INVALID_HEADER }
+            guard r.headers.count < Validation.maxHeaderCount else {
+                return fail(RQ_ERR_INVALID_HEADER, "the request already has \(Validation.maxHeaderCount) headers, the most allowed")
+            }
             r.headers.append(header)
         }
         return RQ_OK
@@ -406,11 +507,13 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_body(_ pointer: OpaquePointer?, _ data: UnsafeRawPointer?, _ size: Int) -> rq_result {
     let byteCount = UInt(bitPattern: size)
-    guard data != nil || byteCount == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    guard data != nil || byteCount == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "data is NULL but size is \(byteCount)") }
     return configure(pointer) { r in
         let body = ByteBuffer()
         if let data, byteCount > 0 {
-            guard byteCount <= UInt(Int.max / 2), body.append(data, Int(byteCount)) else { return RQ_ERR_OUT_OF_MEMORY }
+            guard byteCount <= UInt(Int.max / 2), body.append(data, Int(byteCount)) else {
+                return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for a body of \(byteCount) bytes")
+            }
         }
         r.body = body
         r.hasBody = true
@@ -432,7 +535,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_header_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
     configure(pointer) { r in
-        guard validSeconds(seconds) else { return RQ_ERR_INVALID_ARGUMENT }
+        guard validSeconds(seconds) else { return badSeconds("seconds", seconds) }
         r.headerTimeout = seconds
         return RQ_OK
     }
@@ -440,8 +543,9 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_low_speed_limit(_ pointer: OpaquePointer?, _ bytesPerSecond: Double, _ seconds: Double) -> rq_result {
     configure(pointer) { r in
-        guard validSeconds(seconds), bytesPerSecond.isFinite, bytesPerSecond >= 0, bytesPerSecond <= 1e12 else {
-            return RQ_ERR_INVALID_ARGUMENT
+        guard validSeconds(seconds) else { return badSeconds("seconds", seconds) }
+        guard bytesPerSecond.isFinite, bytesPerSecond >= 0, bytesPerSecond <= 1e12 else {
+            return outOfRange("bytes_per_second", bytesPerSecond, "from 0 to 1e12")
         }
         r.lowSpeed = (bytesPerSecond, seconds)
         return RQ_OK
@@ -464,7 +568,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_max_redirects(_ pointer: OpaquePointer?, _ maxRedirects: UInt32) -> rq_result {
     configure(pointer) { r in
-        guard maxRedirects <= 1000 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard maxRedirects <= 1000 else { return outOfRange("max_redirects", maxRedirects, "from 0 to 1000") }
         r.maxRedirects = Int(maxRedirects)
         r.explicitSettings.insert(.maxRedirects)
         return RQ_OK
@@ -523,13 +627,16 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_retry_outcomes(_ pointer: OpaquePointer?, _ outcomes: UnsafePointer<rq_outcome>?, _ count: Int) -> rq_result {
     let n = UInt(bitPattern: count)
-    guard outcomes != nil || n == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    guard outcomes != nil || n == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "outcomes is NULL but count is \(n)") }
     return configure(pointer) { r in
-        guard n <= 64 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard n <= 64 else { return outOfRange("count", n, "from 0 to 64") }
         var set = Set<Outcome>()
         for i in 0..<Int(n) {
-            guard let value = outcomes?[i], let outcome = Outcome(rawValue: Int32(bitPattern: value.rawValue)),
-                  outcome != .ok, outcome != .cancelled else { return RQ_ERR_INVALID_ARGUMENT }
+            guard let value = outcomes?[i] else { return null("outcomes") }
+            guard let outcome = Outcome(rawValue: Int32(bitPattern: value.rawValue)), outcome != .ok, outcome != .cancelled else {
+                return outOfRange("outcomes[\(i)]", Int32(bitPattern: value.rawValue),
+                                  "an outcome that can be retried (RQ_OUTCOME_HTTP_STATUS ... RQ_OUTCOME_FILE_ERROR)")
+            }
             set.insert(outcome)
         }
         r.retry.outcomes = set
@@ -540,7 +647,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_max_attempts(_ pointer: OpaquePointer?, _ maxAttempts: UInt32) -> rq_result {
     configure(pointer) { r in
-        guard maxAttempts <= 1_000_000 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard maxAttempts <= 1_000_000 else { return outOfRange("max_attempts", maxAttempts, "from 0 to 1000000") }
         r.retry.maxAttempts = Int(maxAttempts)
         r.explicitSettings.insert(.maxAttempts)
         return RQ_OK
@@ -550,15 +657,22 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_start(_ pointer: OpaquePointer?) -> rq_result {
     let (r, result) = startableRequest(pointer)
     guard let r else { return result }
-    guard let queue = standaloneQueue.queue else { return RQ_ERR_SYSTEM }
-    return queue.add(r)
+    guard let queue = standaloneQueue.queue else {
+        return fail(RQ_ERR_SYSTEM, "no thread could be had for the queue of started requests; a later call may succeed")
+    }
+    return reported(queue.add(r)) { code in
+        code == RQ_ERR_INVALID_HANDLE ? "the request was freed by another thread during the call" : standardReason(code)
+    }
 }
 
 @c @implementation public func rq_request_set_priority(_ pointer: OpaquePointer?, _ priority: rq_priority) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
     let level = Int(priority.rawValue)
-    guard (-2...2).contains(level) else { return RQ_ERR_INVALID_ARGUMENT }
+    let levels = Scheduler<DuplicateKey>.priorities
+    guard levels.contains(level) else {
+        return outOfRange("priority", level, "a level from \(levels.lowerBound) (RQ_PRIORITY_VERY_LOW) to \(levels.upperBound) (RQ_PRIORITY_VERY_HIGH)")
+    }
     // A request added by another thread between the two looks is then changed in its queue.
     while true {
         let (state, queue) = r.lock.withLock { (r.state, r.queue) }
@@ -567,10 +681,11 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             let result = r.configure { r in r.priority = level; return RQ_OK }
             if result != RQ_ERR_REQUEST_FROZEN { return result }
         case .completed:
-            return RQ_ERR_NOT_ACTIVE
+            return fail(RQ_ERR_NOT_ACTIVE, "the request has completed")
         case .waiting, .running:
-            guard let queue else { return RQ_ERR_NOT_ACTIVE }
-            return queue.setPriority(r, level)
+            guard let queue else { return fail(RQ_ERR_NOT_ACTIVE, "the request has completed") }
+            guard !queue.inherited else { return fail(RQ_ERR_QUEUE_CLOSED, inheritedRequestReason) }
+            return reported(queue.setPriority(r, level)) { _ in "the request has completed" }
         }
     }
 }
@@ -578,7 +693,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_get_priority(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_priority>?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard let out else { return null("out_priority") }
     out.pointee = rq_priority(rawValue: Int32(r.lock.withLock { r.priority }))
     return RQ_OK
 }
@@ -592,8 +707,9 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_retry_backoff(_ pointer: OpaquePointer?, _ multiplier: Double, _ maxDelay: Double, _ jitter: Double) -> rq_result {
     configure(pointer) { r in
-        guard multiplier.isFinite, multiplier >= 1, multiplier <= 100, validSeconds(maxDelay),
-              jitter.isFinite, jitter >= 0, jitter <= 1 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard multiplier.isFinite, multiplier >= 1, multiplier <= 100 else { return outOfRange("multiplier", multiplier, "from 1 to 100") }
+        guard validSeconds(maxDelay) else { return badSeconds("max_delay", maxDelay) }
+        guard jitter.isFinite, jitter >= 0, jitter <= 1 else { return outOfRange("jitter", jitter, "from 0 to 1") }
         r.retry.multiplier = multiplier
         r.retry.maxDelay = maxDelay
         r.retry.jitter = jitter
@@ -604,12 +720,13 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_request_set_retry_statuses(_ pointer: OpaquePointer?, _ statuses: UnsafePointer<Int32>?, _ count: Int) -> rq_result {
     let n = UInt(bitPattern: count)
-    guard statuses != nil || n == 0 else { return RQ_ERR_NULL_ARGUMENT }
+    guard statuses != nil || n == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "statuses is NULL but count is \(n)") }
     return configure(pointer) { r in
-        guard n <= 200 else { return RQ_ERR_INVALID_ARGUMENT }
+        guard n <= 200 else { return outOfRange("count", n, "from 0 to 200") }
         var set = Set<Int>()
         for i in 0..<Int(n) {
-            guard let status = statuses?[i], (400...599).contains(status) else { return RQ_ERR_INVALID_ARGUMENT }
+            guard let status = statuses?[i] else { return null("statuses") }
+            guard (400...599).contains(status) else { return outOfRange("statuses[\(i)]", status, "an HTTP status from 400 to 599") }
             set.insert(Int(status))
         }
         r.retry.statuses = set
@@ -629,7 +746,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_get_state(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<rq_request_state>?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard let out else { return null("out_state") }
     out.pointee = rq_request_state(rawValue: r.lock.withLock { r.detached ? RequestState.completed.rawValue : r.state.rawValue })
     return RQ_OK
 }
@@ -637,7 +754,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_request_get_context(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> rq_result {
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard let out else { return RQ_ERR_NULL_ARGUMENT }
+    guard let out else { return null("out_context") }
     out.pointee = r.lock.withLock { r.context }
     return RQ_OK
 }
@@ -663,8 +780,12 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_response_header_at(_ pointer: OpaquePointer?, _ index: Int, _ outName: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                                                      _ outValue: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> rq_result {
-    guard let r = response(pointer), let outName, let outValue else { return RQ_ERR_NULL_ARGUMENT }
-    guard let header = r.header(at: Int(clamping: UInt(bitPattern: index))) else { return RQ_ERR_INVALID_ARGUMENT }
+    guard let r = response(pointer) else { return null("response") }
+    guard let outName else { return null("out_name") }
+    guard let outValue else { return null("out_value") }
+    guard let header = r.header(at: Int(clamping: UInt(bitPattern: index))) else {
+        return outOfRange("index", UInt(bitPattern: index), "below the response's \(r.headerCount) headers")
+    }
     outName.pointee = header.name
     outValue.pointee = header.value
     return RQ_OK
@@ -698,15 +819,24 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 // MARK: Authentication challenges
 
-private func answer(_ pointer: OpaquePointer?, _ answer: Queue.AuthAnswer) -> rq_result {
-    guard pointer != nil else { return RQ_ERR_NULL_ARGUMENT }
-    guard let challenge = HandleTable.shared.lookup(pointer, kind: .challenge, as: Challenge.self),
-          let request = challenge.request, let q = request.lock.withLock({ request.queue }) else { return RQ_ERR_INVALID_HANDLE }
-    return q.answer(challenge, answer)
+private func answer(_ pointer: OpaquePointer?, _ answer: Queue.AuthAnswer, function: StaticString = #function) -> rq_result {
+    guard pointer != nil else { return fail(RQ_ERR_NULL_ARGUMENT, "the challenge is NULL", function: function) }
+    let gone = "the challenge was already answered, or its request completed or was cancelled"
+    guard let challenge = HandleTable.shared.lookup(pointer, kind: .challenge, as: Challenge.self) else {
+        let bits = UInt(bitPattern: pointer) & 3
+        return fail(RQ_ERR_INVALID_HANDLE, bits == HandleKind.challenge.rawValue ? gone : invalidHandleReason(pointer, .challenge),
+                    function: function)
+    }
+    guard let request = challenge.request, let q = request.lock.withLock({ request.queue }) else {
+        return fail(RQ_ERR_INVALID_HANDLE, gone, function: function)
+    }
+    guard !q.inherited else { return fail(RQ_ERR_QUEUE_CLOSED, inheritedRequestReason, function: function) }
+    return reported(q.answer(challenge, answer), function: function) { _ in gone }
 }
 
 @c @implementation public func rq_auth_use_credential(_ pointer: OpaquePointer?, _ user: UnsafePointer<CChar>?, _ password: UnsafePointer<CChar>?) -> rq_result {
-    guard let user, let password else { return RQ_ERR_NULL_ARGUMENT }
+    guard let user else { return null("user") }
+    guard let password else { return null("password") }
     return answer(pointer, .credential(user: copyCString(user), password: copyCString(password)))
 }
 

@@ -8,8 +8,12 @@ enum HandleKind: UInt {
     case challenge = 3
 }
 
-final class HandleTable: @unchecked Sendable {
-    static let shared = HandleTable()
+final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
+    static let shared: HandleTable = {
+        let table = HandleTable()
+        ForkGuard.register(table)
+        return table
+    }()
 
     private struct Slot {
         var generation: UInt32 = 0
@@ -61,6 +65,11 @@ final class HandleTable: @unchecked Sendable {
             freeSlots.append(index)
         }
     }
+
+    var forkRank: Int { ForkGuard.rankHandles }
+    func forkPrepare() { lock.acquire() }
+    func forkParent() { lock.release() }
+    func forkChild() { lock.release() }
 
     static func pointer(_ value: UInt) -> OpaquePointer? { OpaquePointer(bitPattern: value) }
 

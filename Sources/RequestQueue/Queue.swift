@@ -55,6 +55,12 @@ final class Queue: @unchecked Sendable {
     /// The queue's defaults request and cookie jar (Transport.swift).
     let transport = QueueTransport()
     private(set) var handle: UInt = 0
+    /// The process generation the queue was made in (ForkGuard): in a child forked since, it is
+    /// inherited, its threads are gone and its locks are never taken again.
+    let forkGeneration = ForkGuard.generation
+    var inherited: Bool { forkGeneration != ForkGuard.generation }
+    /// The caller's pointer (`rq_queue_set_context`), under the monitor.
+    private var callerContext: UnsafeMutableRawPointer?
 
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
@@ -169,6 +175,11 @@ final class Queue: @unchecked Sendable {
 
     var statistics: Stats { monitor.withLock { stats } }
 
+    var context: UnsafeMutableRawPointer? {
+        get { monitor.withLock { callerContext } }
+        set { monitor.withLock { callerContext = newValue } }
+    }
+
     /// Origins cost a string per request: the scheduler gets them only while a per-host limit is
     /// on, and those already queued get theirs when one is turned on.
     private func assignOriginsLocked() {
@@ -235,7 +246,7 @@ final class Queue: @unchecked Sendable {
             let id = request.id
             stats.added += 1
             let key = duplicatesMode == .allow ? nil : request.duplicateKey
-            if duplicatesMode == .coalesce, let key, ["GET", "HEAD", "OPTIONS"].contains(request.method),
+            if duplicatesMode == .coalesce, let key, HTTPMethods.coalescable.contains(request.method),
                !request.streamsBody,
                let leaderID = scheduler.ids(withKey: key).first, let leader = active[leaderID], !leader.streamsBody,
                request.headCallback == nil || scheduler.placement(of: leaderID) != .running {
@@ -753,6 +764,19 @@ final class Queue: @unchecked Sendable {
             monitor.broadcast()
         }
         return RQ_OK
+    }
+}
+
+extension Queue {
+    /// `rq_queue_free` of an inherited queue, in a child process: forgets the queue without its
+    /// locks or threads (see ForkGuard). Closes the child's copy of the dispatch descriptor; the
+    /// parent's connections are left alone (closing them here would end the parent's TLS
+    /// sessions). False when another thread of the child freed it first.
+    func abandonInChild() -> Bool {
+        guard ForkGuard.abandon(self) else { return false }
+        HandleTable.shared.remove(handle)
+        if eventFD >= 0 { Glibc.close(eventFD) }
+        return true
     }
 }
 

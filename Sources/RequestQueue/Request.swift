@@ -69,7 +69,7 @@ final class Request: @unchecked Sendable {
     var body = ByteBuffer.empty
     var hasBody = false
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
-    var sendsBody: Bool { hasBody || method == "POST" || method == "PUT" || method == "PATCH" }
+    var sendsBody: Bool { hasBody || HTTPMethods.sendingBody.contains(method) }
     var timeout = 0.0
     var connectTimeout = 30.0
     var idleTimeout = TransferWatch.defaultIdleTimeout
@@ -96,7 +96,7 @@ final class Request: @unchecked Sendable {
         return made
     }
     private var cachedOrigin: String?
-    /// Priority level (-2 ... 2); the only setting that may change while the request waits.
+    /// Priority level (`Scheduler.priorities`); the only setting that may change while the request waits.
     var priority = 0
     var tag: CString?
     var maxRedirects = 10

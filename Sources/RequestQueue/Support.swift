@@ -103,17 +103,31 @@ final class Lock: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
+
+    /// For the fork handlers only (ForkGuard), which take locks in one handler and release them in
+    /// another.
+    func acquire() { pthread_mutex_lock(mutex) }
+    func release() { pthread_mutex_unlock(mutex) }
 }
 
 /// A fixed set of locks shared by many small objects (requests, responses), so that each one
 /// needs no mutex of its own. Only for short sections that take no other lock of the same set.
-final class LockStripes: Sendable {
+/// A child process created by fork() finds them all free (ForkGuard).
+final class LockStripes: Sendable, ForkGuard.Participant {
     private let locks: [Lock]
 
     /// `count` is a power of two (keys are masked with `count - 1`).
-    init(count: Int) { locks = (0..<count).map { _ in Lock() } }
+    init(count: Int) {
+        locks = (0..<count).map { _ in Lock() }
+        ForkGuard.register(self)
+    }
 
     func lock(for key: Int) -> Lock { locks[key & (locks.count - 1)] }
+
+    var forkRank: Int { ForkGuard.rankStripes }
+    func forkPrepare() { for lock in locks { lock.acquire() } }
+    func forkParent() { for lock in locks.reversed() { lock.release() } }
+    func forkChild() { forkParent() }
 }
 
 enum Clock {

@@ -23,7 +23,7 @@ enum URLParser {
         switch curl_url_set(handle, CURLUPART_URL, url, ccurl_url_set_flags) {
         case CURLUE_OK: break
         case CURLUE_OUT_OF_MEMORY: throw .outOfMemory
-        default: throw .input(.invalidURL)
+        case let code: throw .input(.url("libcurl's URL parser refused it: \(String(cString: curl_url_strerror(code)))"))
         }
         // The parts as libcurl gives them (NULL when absent), freed on return.
         var host: UnsafeMutablePointer<CChar>?, port: UnsafeMutablePointer<CChar>?, zone: UnsafeMutablePointer<CChar>?
@@ -39,7 +39,7 @@ enum URLParser {
             || curl_url_get(handle, CURLUPART_PORT, &port, 0) == CURLUE_OUT_OF_MEMORY {
             throw .outOfMemory
         }
-        guard let hostBytes = buffer(host) else { throw .input(.invalidURL) }
+        guard let hostBytes = buffer(host) else { throw .input(.url("libcurl's URL parser found no host in it")) }
         if hostBytes.first == UInt8(ascii: "["), curl_url_get(handle, CURLUPART_ZONEID, &zone, 0) == CURLUE_OUT_OF_MEMORY {
             throw .outOfMemory
         }

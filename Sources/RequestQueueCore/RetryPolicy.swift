@@ -20,8 +20,6 @@ public enum Outcome: Int32, Sendable, CaseIterable {
 public struct RetryPolicy: Equatable, Sendable {
     /// The seed's `autoRetryErrorCodes`: failures of a poor or missing connection.
     public static let defaultOutcomes: Set<Outcome> = [.timeout, .cannotResolveHost, .cannotConnect, .connectionLost]
-    /// Methods that RFC 9110 defines as idempotent: sending them twice does no more than once.
-    public static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
 
     public var enabled = false
     /// Delay before the second attempt, in seconds (the seed's `autoRetryDelay`, default 5 s).
@@ -51,7 +49,7 @@ public struct RetryPolicy: Equatable, Sendable {
         guard enabled else { return nil }
         let retryable = outcomes.contains(outcome) || (outcome == .httpStatus && statuses.contains(status))
         guard retryable else { return nil }
-        if !retriesNonIdempotent, !Self.idempotentMethods.contains(method) { return nil }
+        if !retriesNonIdempotent, !HTTPMethods.idempotent.contains(method) { return nil }
         if maxAttempts > 0, attempt >= maxAttempts { return nil }
         var next = delay
         if multiplier != 1 {

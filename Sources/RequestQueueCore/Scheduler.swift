@@ -71,7 +71,9 @@ public struct TokenBucket: Sendable {
 /// Every mutation returns what the caller must act on (ids to start, ids cancelled as duplicates);
 /// the caller owns the requests themselves. Not thread-safe: the owner serializes access.
 public struct Scheduler<Key: Hashable> {
-    /// The priority levels, lowest first; higher levels start first.
+    /// The priority levels, lowest first; higher levels start first. The header's rq_priority
+    /// (RQ_PRIORITY_VERY_LOW ... RQ_PRIORITY_VERY_HIGH) is the reference; HeaderAgreementTests
+    /// checks that this range is the same.
     public static var priorities: ClosedRange<Int> { -2...2 }
 
     /// Maximum number of running requests; 0 means unlimited.

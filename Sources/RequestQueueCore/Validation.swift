@@ -1,10 +1,47 @@
 /// Checks of caller input: URLs, methods and headers. Everything here works on raw bytes, so that
 /// any input (empty, huge, not UTF-8) gets an answer and never a trap.
-public enum InputError: Error, Equatable, Sendable {
-    case invalidURL
-    case unsupportedScheme
-    case invalidMethod
-    case invalidHeader
+/// Why caller input was refused: its kind (which result code) and the reason in words, precise
+/// enough to act on (which byte, which part, which limit), for `rq_last_error_message`. Two errors
+/// are equal when their kinds are (`.invalidURL` and the others stand for any reason).
+public struct InputError: Error, Equatable, Sendable {
+    public enum Kind: Sendable {
+        case invalidURL
+        case unsupportedScheme
+        case invalidMethod
+        case invalidHeader
+    }
+
+    public let kind: Kind
+    public let reason: String
+
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public static var invalidURL: InputError { InputError(.invalidURL, "") }
+    public static var unsupportedScheme: InputError { InputError(.unsupportedScheme, "") }
+    public static var invalidMethod: InputError { InputError(.invalidMethod, "") }
+    public static var invalidHeader: InputError { InputError(.invalidHeader, "") }
+
+    public static func == (a: InputError, b: InputError) -> Bool { a.kind == b.kind }
+
+    public static func url(_ reason: String) -> InputError { InputError(.invalidURL, reason) }
+
+    /// A byte as messages show it: the character when printable, and its hexadecimal value.
+    static func describe(_ c: UInt8) -> String {
+        let hex = "0x" + (c < 0x10 ? "0" : "") + String(c, radix: 16, uppercase: true)
+        switch c {
+        case 0x20: return "a space (\(hex))"
+        case 0x09: return "a tab (\(hex))"
+        case 0x0D: return "a carriage return (CR, \(hex))"
+        case 0x0A: return "a line feed (LF, \(hex))"
+        case 0x00: return "a NUL byte"
+        case 0x21...0x7E: return "\"\(Character(Unicode.Scalar(c)))\" (\(hex))"
+        case 0x80...: return "a non-ASCII byte (\(hex))"
+        default: return "a control character (\(hex))"
+        }
+    }
 }
 
 /// A URL accepted by the library, with the parts the scheduler needs. The parts come from
@@ -35,30 +72,44 @@ public enum Validation {
     /// (any case), and an authority that does not start with "/" (libcurl would read
     /// "http:///x" as host "x"). Returns whether the scheme is https.
     public static func urlSyntax<Bytes: Collection>(_ b: Bytes) throws(InputError) -> Bool where Bytes.Element == UInt8 {
-        guard !b.isEmpty, b.count <= maxURLLength else { throw .invalidURL }
-        for c in b where c <= 0x20 || c >= 0x7F { throw .invalidURL }
+        guard !b.isEmpty else { throw .url("the URL is empty") }
+        guard b.count <= maxURLLength else { throw .url("the URL is \(b.count) bytes long, more than the \(maxURLLength) allowed") }
+        for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
+            let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
+            throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
+        }
         var schemeLength = 0
         var isHTTP = true, isHTTPS = true
         var index = b.startIndex
         while index != b.endIndex, b[index] != UInt8(ascii: ":") {
             let c = b[index]
-            guard isAlpha(c) || (schemeLength > 0 && (isDigit(c) || c == 0x2B || c == 0x2D || c == 0x2E)) else { throw .invalidURL }
+            guard isAlpha(c) || (schemeLength > 0 && (isDigit(c) || c == 0x2B || c == 0x2D || c == 0x2E)) else {
+                throw .url("byte \(schemeLength) of the URL is \(InputError.describe(c)), which cannot be in a scheme: "
+                           + "the URL must be absolute, starting with http:// or https://")
+            }
             let lower = c | 0x20
             isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetters[schemeLength]
             isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetters[schemeLength]
             schemeLength += 1
             index = b.index(after: index)
         }
-        guard schemeLength > 0, index != b.endIndex else { throw .invalidURL }
+        guard schemeLength > 0, index != b.endIndex else {
+            throw .url(schemeLength == 0 ? "the URL starts with \":\": it has no scheme (http:// or https://)"
+                                         : "the URL has no scheme: it must be absolute, starting with http:// or https://")
+        }
         let https = isHTTPS && schemeLength == 5
         let known = https || (isHTTP && schemeLength == 4)
         // After the ":": "//", then a first authority byte that is not "/".
         var rest = b[b.index(after: index)...].makeIterator()
+        let scheme = String(decoding: b.prefix(schemeLength), as: UTF8.self)
+        let unsupported = InputError(.unsupportedScheme, "the scheme is \"\(scheme)\": only http and https are supported")
         guard rest.next() == UInt8(ascii: "/"), rest.next() == UInt8(ascii: "/") else {
-            throw known ? .invalidURL : .unsupportedScheme
+            throw known ? .url("\"//\" must follow \"\(scheme):\" (an absolute URL: \(scheme)://host/path)") : unsupported
         }
-        guard known else { throw .unsupportedScheme }
-        guard let first = rest.next(), first != UInt8(ascii: "/") else { throw .invalidURL }
+        guard known else { throw unsupported }
+        guard let first = rest.next(), first != UInt8(ascii: "/") else {
+            throw .url("the URL has no host after \"\(scheme)://\"")
+        }
         return https
     }
 
@@ -71,16 +122,21 @@ public enum Validation {
         throws(InputError) -> ValidatedURL where Bytes.Element == UInt8 {
         var number = https ? 443 : 80
         if let port {
-            guard !port.isEmpty, port.count <= 5, port.allSatisfy(isDigit) else { throw .invalidURL }
+            let text = String(decoding: port, as: UTF8.self)
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy(isDigit) else {
+                throw .url("the port \"\(text)\" is not a number from 1 to 65535")
+            }
             number = port.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-            guard (1...65535).contains(number) else { throw .invalidURL }
+            guard (1...65535).contains(number) else { throw .url("the port \(number) is not from 1 to 65535") }
         }
         var name = host[...]
         if name.first == UInt8(ascii: "[") {
-            guard name.count >= 2, name.last == UInt8(ascii: "]") else { throw .invalidURL }
+            guard name.count >= 2, name.last == UInt8(ascii: "]") else {
+                throw .url("the IPv6 host \"\(String(decoding: host, as: UTF8.self))\" has no closing \"]\"")
+            }
             name = name.dropFirst().dropLast()
         }
-        guard !name.isEmpty else { throw .invalidURL }
+        guard !name.isEmpty else { throw .url("the URL's host is empty") }
         var hostString = String(decoding: name, as: UTF8.self)
         if name.contains(where: isUpper) { hostString = hostString.lowercased() }
         if let zone { hostString += "%25" + String(decoding: zone, as: UTF8.self) }
@@ -93,27 +149,41 @@ public enum Validation {
 
     /// An HTTP method is a token (RFC 9110 tchar), 1 to 64 bytes.
     public static func method<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> String where Bytes.Element == UInt8 {
-        guard !bytes.isEmpty, bytes.count <= maxMethodLength, bytes.allSatisfy(isTokenChar) else { throw .invalidMethod }
+        try token(bytes, what: "the method", limit: maxMethodLength, kind: .invalidMethod)
         return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A header name is a token of 1 to 256 bytes.
     public static func headerName<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> String where Bytes.Element == UInt8 {
-        guard !bytes.isEmpty, bytes.count <= maxHeaderNameLength, bytes.allSatisfy(isTokenChar) else { throw .invalidHeader }
+        try token(bytes, what: "the header name", limit: maxHeaderNameLength, kind: .invalidHeader)
         return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A header value is any bytes but NUL, CR and LF, at most 65536 of them. Leading and trailing
     /// spaces and tabs are removed (HTTP ignores them).
     public static func headerValue<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> [UInt8] where Bytes.Element == UInt8 {
-        guard bytes.count <= maxHeaderValueLength, !bytes.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else {
-            throw .invalidHeader
+        guard bytes.count <= maxHeaderValueLength else {
+            throw InputError(.invalidHeader, "is \(bytes.count) bytes long, more than the \(maxHeaderValueLength) allowed")
+        }
+        for (i, c) in bytes.enumerated() where c == 0 || c == 0x0D || c == 0x0A {
+            throw InputError(.invalidHeader, "has \(InputError.describe(c)) at byte \(i): a value cannot hold CR, LF or NUL")
         }
         var value = Array(bytes)
         while let last = value.last, last == 0x20 || last == 0x09 { value.removeLast() }
         let leading = value.prefix { $0 == 0x20 || $0 == 0x09 }.count
         value.removeFirst(leading)
         return value
+    }
+
+    /// An HTTP token (RFC 9110 tchar) of 1 to `limit` bytes; the error names the first bad byte.
+    private static func token<Bytes: Collection>(_ bytes: Bytes, what: String, limit: Int, kind: InputError.Kind) throws(InputError)
+        where Bytes.Element == UInt8 {
+        guard !bytes.isEmpty else { throw InputError(kind, "\(what) is empty") }
+        guard bytes.count <= limit else { throw InputError(kind, "\(what) is \(bytes.count) bytes long, more than the \(limit) allowed") }
+        for (i, c) in bytes.enumerated() where !isTokenChar(c) {
+            throw InputError(kind, "byte \(i) of \(what) is \(InputError.describe(c)): \(what) must be an HTTP token "
+                                   + "(letters, digits and !#$%&'*+-.^_`|~)")
+        }
     }
 
     static func isAlpha(_ c: UInt8) -> Bool { (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) }

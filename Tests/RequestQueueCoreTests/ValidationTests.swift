@@ -194,4 +194,30 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
         #expect(headerValueError([UInt8](repeating: 0x20, count: 65537)) == .invalidHeader)
         #expect(try Validation.headerValue([UInt8](repeating: 0x20, count: 65536)) == [])
     }
+
+    /// Each refusal says what exactly was wrong (for rq_last_error_message).
+    @Test func reasonsNameTheByteThePartAndTheLimit() {
+        let cases: [(InputError?, String)] = [
+            (syntaxError("http://h/a b"), "byte 10 of the URL is a space (0x20): percent-encode it as %20"),
+            (syntaxError(bytes("http://h/") + [0xC3, 0xA9]), "byte 9 of the URL is a non-ASCII byte (0xC3): URLs are ASCII, percent-encode it"),
+            (syntaxError(bytes("http://h/") + [0x01]), "byte 9 of the URL is a control character (0x01)"),
+            (syntaxError(""), "the URL is empty"),
+            (syntaxError("https://h/" + String(repeating: "a", count: 65536)), "the URL is 65546 bytes long, more than the 65536 allowed"),
+            (syntaxError("ftp://h/"), "the scheme is \"ftp\": only http and https are supported"),
+            (syntaxError("http:/h"), "\"//\" must follow \"http:\" (an absolute URL: http://host/path)"),
+            (syntaxError("http:///x"), "the URL has no host after \"http://\""),
+            (syntaxError("example.com/x"), "byte 11 of the URL is \"/\" (0x2F), which cannot be in a scheme: the URL must be absolute, starting with http:// or https://"),
+            (methodError(bytes("GE T")), "byte 2 of the method is a space (0x20): the method must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"),
+            (methodError([]), "the method is empty"),
+            (headerNameError(bytes("X:A")), "byte 1 of the header name is \":\" (0x3A): the header name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"),
+            (headerValueError(bytes("a\r\nb")), "has a carriage return (CR, 0x0D) at byte 1: a value cannot hold CR, LF or NUL"),
+        ]
+        for (error, reason) in cases {
+            #expect(error?.reason == reason)
+        }
+        #expect(throws: InputError.invalidURL) { try Validation.url(given: "g", https: false, host: Array("h".utf8), zone: nil, port: Array("0".utf8)) }
+        do { _ = try Validation.url(given: "g", https: false, host: Array("h".utf8), zone: nil, port: Array("70000".utf8)) } catch {
+            #expect(error.reason == "the port 70000 is not from 1 to 65535")
+        }
+    }
 }

@@ -85,8 +85,20 @@ static const char *result_name(int rc) {
     return buf;
 }
 
+/* Every call that returns an error also says why, on its thread: rq_last_error_message() must
+ * then start with the function's name and ": " and go on with a reason. (The row's call is the
+ * last call of the library made on this thread before this check.) */
 static void row_rc(const char *function, const char *call_text, enum row_kind kind, const char *input,
                    int expected, int got, int line) {
+    const char *message = rq_last_error_message();
+    size_t n = strlen(function);
+    if (got != RQ_OK && got == expected &&
+        !(message && strncmp(message, function, n) == 0 && strncmp(message + n, ": ", 2) == 0 && message[n + 2])) {
+        char text[96];
+        snprintf(text, sizeof text, "%s, message \"%.50s\"", result_name(got), message ? message : "(NULL)");
+        add_row(function, call_text, kind, input, result_name(expected), text, 0, line);
+        return;
+    }
     add_row(function, call_text, kind, input, result_name(expected), result_name(got), got == expected, line);
 }
 
@@ -840,6 +852,26 @@ static void rows_scheduler(void) {
         rq_queue_set_rate_limit(q, UINT_MAX, 1e6, INT_MIN));
     ROW(rq_queue_set_rate_limit, VALID, "interval DBL_MIN (tiny)", RQ_OK, rq_queue_set_rate_limit(q, 1, DBL_MIN, 0));
     ROW(rq_queue_set_rate_limit, VALID, "starts 0 (removes the limit)", RQ_OK, rq_queue_set_rate_limit(q, 0, 1, 0));
+
+    int mine;
+    void *context = &mine;
+    ROW(rq_queue_set_context, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_set_context(NULL, &mine));
+    ROW(rq_queue_set_context, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_set_context(freed, &mine));
+    ROW(rq_queue_set_context, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE, rq_queue_set_context(as_queue, &mine));
+    ROW(rq_queue_set_context, VALID, "context NULL (removes it)", RQ_OK, rq_queue_set_context(q, NULL));
+    ROW(rq_queue_get_context, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_context(NULL, &context));
+    ROW(rq_queue_get_context, NULL, "out NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_context(q, NULL));
+    ROW(rq_queue_get_context, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_get_context(freed, &context));
+    ROW(rq_queue_get_context, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE, rq_queue_get_context(as_queue, &context));
+    ROWV(rq_queue_get_context, VALID, "after set (&mine, then NULL)", "the pointer set",
+         rq_queue_set_context(q, &mine) == RQ_OK && rq_queue_get_context(q, &context) == RQ_OK && context == &mine &&
+             rq_queue_set_context(q, NULL) == RQ_OK && rq_queue_get_context(q, &context) == RQ_OK && context == NULL);
+    ROWV(rq_last_error_message, VALID, "after rq_queue_get_context(q, NULL)", "\"rq_queue_get_context: out_context is NULL\"",
+         rq_queue_get_context(q, NULL) == RQ_ERR_NULL_ARGUMENT &&
+             strcmp(rq_last_error_message(), "rq_queue_get_context: out_context is NULL") == 0);
+    ROWV(rq_last_error_message, VALID, "after a call that succeeds", "unchanged",
+         rq_queue_get_context(q, NULL) == RQ_ERR_NULL_ARGUMENT && rq_queue_get_context(q, &context) == RQ_OK &&
+             strcmp(rq_last_error_message(), "rq_queue_get_context: out_context is NULL") == 0);
 
     rq_queue_stats st;
     ROW(rq_queue_get_stats, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_get_stats(NULL, &st));

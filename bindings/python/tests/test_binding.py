@@ -100,6 +100,8 @@ def test_version_macros_and_runtime_version_agree():
     assert rq.lib.rq_version_number() == defines["RQ_VERSION_NUMBER"]
     assert rq.library_version() == defines["RQ_VERSION_STRING"]
     assert defines["RQ_PROGRESS_INDETERMINATE"] == -1.0
+    # The SONAME is written once: the header's major version.
+    assert _native.SYSTEM_NAME == f"librequestqueue.so.{defines['RQ_VERSION_MAJOR']}"
 
 
 def test_preprocessor_handles_conditionals_macros_and_comments():

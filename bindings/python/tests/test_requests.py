@@ -267,6 +267,27 @@ def test_result_codes_map_to_exceptions():
         rq.Request("nope")
 
 
+def test_errors_carry_the_librarys_reason():
+    # What exactly was wrong comes from the library (rq_last_error_message), not from the binding.
+    cases = [
+        (lambda: rq.Request("http://h/a b"), rq.InvalidURLError,
+         "byte 10 of the URL is a space (0x20): percent-encode it as %20"),
+        (lambda: rq.Request("ftp://h/"), rq.UnsupportedSchemeError,
+         'the scheme is "ftp": only http and https are supported'),
+        (lambda: rq.Request("http://h:0/"), rq.InvalidURLError, "the port 0 is not from 1 to 65535"),
+        (lambda: rq.Request("http://h/", method="GE T"), rq.InvalidMethodError,
+         "byte 2 of the method is a space (0x20)"),
+        (lambda: rq.Request("http://h/", headers={"X-A": "a\rb"}), rq.InvalidHeaderError,
+         'the value of header "X-A" has a carriage return (CR, 0x0D) at byte 1'),
+        (lambda: rq.Request("http://h/", retry_jitter=1.5), rq.InvalidArgumentError, "jitter is 1.5, not from 0 to 1"),
+    ]
+    for make, cls, reason in cases:
+        with pytest.raises(cls) as caught:
+            make()
+        assert reason in str(caught.value)
+        assert reason in rq.ffi.string(rq.lib.rq_last_error_message()).decode()
+
+
 # -- retry -----------------------------------------------------------------------------------------
 
 

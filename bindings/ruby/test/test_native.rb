@@ -60,7 +60,7 @@ class TestNative < Minitest::Test
       assert_equal code, klass::CODE
       error = assert_raises(klass) { RequestQueue.check(code, "doing it") }
       assert_equal code, error.code
-      assert_equal "doing it: #{RequestQueue::Native.rq_result_str(code)}", error.message
+      assert error.message.start_with?("doing it: #{RequestQueue::Native.rq_result_str(code)}"), error.message
       assert_equal RequestQueue::Native::RESULT_NAMES[code], error.result_name
     end
     assert_equal RequestQueue::InvalidURLError, RequestQueue::RESULT_ERRORS[4]
@@ -69,11 +69,21 @@ class TestNative < Minitest::Test
     assert_equal 0, RequestQueue.check(0)
     unknown = assert_raises(RequestQueue::CallError) { RequestQueue.check(99) }
     assert_equal 99, unknown.code
-    assert_equal "unknown result code", unknown.message
+    assert unknown.message.start_with?("unknown result code"), unknown.message
   end
 
   def header_enum(prefix)
     File.read(HEADER).scan(/^\s+#{prefix}(\w+) = (\d+)/).map { |name, value| [value.to_i, name.downcase.to_sym] }
+  end
+
+  def test_priorities_match_the_header
+    levels = File.read(HEADER).scan(/^\s+RQ_PRIORITY_(\w+) = (-?\d+)/).to_h { |name, value| [name.downcase.to_sym, value.to_i] }
+    assert_equal levels, RequestQueue::Native::PRIORITIES
+  end
+
+  def test_system_library_name_is_the_headers_major
+    major = File.read(HEADER)[/^#define RQ_VERSION_MAJOR (\d+)$/, 1]
+    assert_equal "librequestqueue.so.#{major}", RequestQueue::Native::SYSTEM_NAME
   end
 
   def test_result_and_outcome_names_match_the_header

@@ -262,6 +262,21 @@ class TestRequests < Minitest::Test
     assert_raises(TypeError) { RequestQueue::Request.new(url("/"), ca_file: 5) }
   end
 
+  def test_errors_carry_the_librarys_reason
+    # What exactly was wrong comes from the library (rq_last_error_message), not from the gem.
+    {
+      -> { RequestQueue::Request.new("http://h/a b") } => [RequestQueue::InvalidURLError, "byte 10 of the URL is a space (0x20): percent-encode it as %20"],
+      -> { RequestQueue::Request.new("ftp://h/") } => [RequestQueue::UnsupportedSchemeError, 'the scheme is "ftp": only http and https are supported'],
+      -> { RequestQueue::Request.new("http://h/", method: "GE T") } => [RequestQueue::InvalidMethodError, "byte 2 of the method is a space (0x20)"],
+      -> { RequestQueue::Request.new("http://h/", headers: { "X-A" => "a\rb" }) } => [RequestQueue::InvalidHeaderError, 'the value of header "X-A" has a carriage return (CR, 0x0D) at byte 1'],
+      -> { RequestQueue::Request.new("http://h/", timeout: -1) } => [RequestQueue::InvalidArgumentError, "seconds is -1.0, not a number of seconds from 0 to 1e6"],
+    }.each do |make, (klass, reason)|
+      error = assert_raises(klass) { make.call }
+      assert_includes error.message, reason
+      assert_includes RequestQueue::Native.rq_last_error_message, reason
+    end
+  end
+
   def test_bad_input_raises_clear_errors
     queue = new_queue
     e = assert_raises(RequestQueue::InvalidURLError) { queue.add("not a url") }

@@ -22,9 +22,9 @@ Lifetimes
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
   garbage collected (its weakref's callback queues the weakref in ``_releases``; ``_retained`` maps
-  each weakref to the Response's ``__dict__``), never in a forked child for a response of the parent
-  nor once the interpreter is exiting. Before a ``fork()`` every retained response is read in full
-  and released, so the child never needs the library for them. A completion with a body larger than ``_EAGER_BODY`` bytes
+  each weakref to the Response's ``__dict__``), never once the interpreter is exiting. A forked
+  child reads and releases the parent's responses through the library, which allows it (see "Fork"
+  in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
   copies everything at once instead (the retained response would hold a second copy of the body),
   as does an authentication challenge.
 * A :class:`Request` releases its handle after it is garbage collected (queued in ``_releases``; the
@@ -44,8 +44,8 @@ Lifetimes
   requests, is garbage. Its finalizer (inside the collector) only hands it to the reaper, a thread
   of this module started with the first queue, which frees it (its requests still in flight are
   cancelled; their callbacks are not called: nobody holds them any more) and emits a
-  ResourceWarning, as an unclosed file does. In a child created by ``fork()`` the library's threads
-  do not exist: the child never calls the library for the parent's objects.
+  ResourceWarning, as an unclosed file does. In a child created by ``fork()`` the parent's queues
+  are closed (the library refuses them too); the child makes its own.
 """
 
 from __future__ import annotations
@@ -164,10 +164,13 @@ _reaper: Optional[threading.Thread] = None
 _reaper_lock = threading.Lock()
 
 
+# fork(): the library itself keeps working in the child (see "Fork" in requestqueue.h: its locks
+# are free there, responses can be read and released, the parent's queues refuse every call but
+# rq_queue_free). What is left to do here is this module's own state: its locks, the reaper thread
+# (not copied into the child), and the parent's queues, whose Python locks a thread of the parent
+# may hold (they are forgotten without them).
 def _before_fork() -> None:
-    # Responses still reading from the library are read in full, so that the child never needs it.
     _lazy_lock.acquire()
-    _load_all_retained(release=True)
 
 
 def _after_fork_in_parent() -> None:
@@ -175,17 +178,10 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    # The library's threads were not copied into this process: the parent's queues and requests
-    # must never be handed to the library here (a free would wait for a thread that is gone).
     global _pid, _dropped, _reaper, _reaper_lock
     _pid = os.getpid()
-    _releases.clear()
     _dropped, _reaper, _reaper_lock = SimpleQueue(), None, threading.Lock()  # the reaper stayed there
     _lazy_lock.release()
-    with _lazy_lock:
-        # Only a completion that ran on another thread while the parent was forking can be left: it
-        # is read here (its memory was copied, nobody else reads it) and never released.
-        _load_all_retained(release=False)
     for queue in list(_open_queues):
         queue._abandon()
     _registry.clear()
@@ -356,7 +352,8 @@ def _parse_priority(value: Union[Priority, int, str]) -> Priority:
         return Priority(value)
     except (KeyError, ValueError):
         names = ", ".join(repr(p.name.lower()) for p in Priority)
-        raise InvalidArgumentError(f"priority must be one of {names} (-2 to 2), not {value!r}") from None
+        low, high = min(Priority).value, max(Priority).value
+        raise InvalidArgumentError(f"priority must be one of {names} ({low} to {high}), not {value!r}") from None
 
 
 def _decode(data: bytes) -> str:
@@ -510,25 +507,9 @@ def _load_field(response: Response, name: str) -> Any:
     return fields[name]
 
 
-def _load_all_retained(release: bool) -> None:
-    """Reads every field of every Response still holding a retained rq_response (with _lazy_lock
-    held); releases those only with `release`."""
-    for key, (ref, fields) in list(_retained.items()):
-        response = ref()  # held until read, so that it cannot be collected meanwhile
-        ptr = fields.pop("_retained", None)
-        if ptr is not None:
-            if response is not None:
-                for name in _LAZY_PARTS:
-                    if name not in fields:
-                        _read_part(ptr, fields, name)
-            if release:
-                _release(ptr)
-        _retained.pop(key, None)
-
-
 def _release(ptr: Any) -> None:
-    # Not once the interpreter is exiting (lib may be gone). (A forked child holds no response of
-    # the parent: they are released before the fork, or let go unreleased in the child.)
+    # Not once the interpreter is exiting (lib may be gone). (In a forked child, the library
+    # reads and releases the parent's responses as well.)
     if not _exiting:
         lib.rq_response_release(ptr)
 

@@ -137,12 +137,24 @@ def result_message(code: int) -> str:
     return _string(lib.rq_result_str(code))
 
 
+def last_error_reason() -> str:
+    """Why the library's last failed call on this thread failed (``rq_last_error_message``),
+    without the function's name that starts it."""
+    text = _string(lib.rq_last_error_message())
+    name, sep, reason = text.partition(": ")
+    return reason if sep and name.startswith("rq_") else text
+
+
 def raise_result(code: int, what: str) -> NoReturn:
+    """Raises the exception of `code`, which the library's call just returned on this thread:
+    "<what>: <name of the code>: <the library's reason>"."""
     cls = RESULT_ERRORS.get(code, APIError)
-    raise cls(f"{what}: {result_message(code)}", code)
+    reason = last_error_reason()
+    raise cls(f"{what}: {result_message(code)}" + (f": {reason}" if reason else ""), code)
 
 
 def check(code: int, what: str) -> None:
-    """Raises the exception mapped from an rq_result, if it is not RQ_OK."""
+    """Raises the exception mapped from an rq_result, if it is not RQ_OK (call it right after the
+    call that returned `code`, on the same thread: the message is the library's)."""
     if code != 0:
         raise_result(code, what)

@@ -53,13 +53,24 @@ module RequestQueue
   end
   RESULT_ERRORS.freeze
 
-  # Raises the exception class mapped from `code` unless it is RQ_OK. `what` prefixes the message.
+  # Raises the exception class mapped from `code` unless it is RQ_OK: "<what>: <name of the code>:
+  # <the library's reason>". Call it right after the library call that returned `code`, on the same
+  # thread: the reason is the library's (rq_last_error_message), without its function name.
   def self.check(code, what = nil)
     return code if code == Native::RQ_OK
 
     klass = RESULT_ERRORS.fetch(code, CallError)
     text = Native.rq_result_str(code)
+    reason = last_error_reason
+    text = "#{text}: #{reason}" unless reason.empty?
     raise klass.new(what ? "#{what}: #{text}" : text, code: code)
+  end
+
+  # Why the library's last failed call on this thread failed, without the function's name.
+  def self.last_error_reason
+    message = Native.rq_last_error_message.to_s
+    name, reason = message.split(": ", 2)
+    reason && name.start_with?("rq_") ? reason : message
   end
 
   # ---- Errors of requests, mapped from rq_outcome values ---------------------------------------

@@ -21,7 +21,7 @@ module RequestQueue
     # 3. the system loader's librequestqueue.so.0 (ld.so.conf, LD_LIBRARY_PATH).
     ENV_VAR = "REQUESTQUEUE_LIBRARY"
     BUNDLED_PATH = File.expand_path("native/librequestqueue.so", __dir__)
-    SYSTEM_NAME = "librequestqueue.so.0"
+    SYSTEM_NAME = "librequestqueue.so.#{LIBRARY_MAJOR}"
 
     def self.load_library
       tried = []
@@ -125,6 +125,7 @@ module RequestQueue
       [:rq_version_number, [], :uint, false],
       [:rq_version_string, [], :string, false],
       [:rq_result_str, [:int], :string, false],
+      [:rq_last_error_message, [], :string, false],
       [:rq_outcome_str, [:int], :string, false],
 
       [:rq_queue_new, %i[int pointer], :int, false],
@@ -140,6 +141,8 @@ module RequestQueue
       [:rq_queue_get_max_per_host, %i[pointer pointer], :int, false],
       [:rq_queue_set_rate_limit, %i[pointer uint double int], :int, false],
       [:rq_queue_get_stats, %i[pointer pointer], :int, false],
+      [:rq_queue_set_context, %i[pointer pointer], :int, false],
+      [:rq_queue_get_context, %i[pointer pointer], :int, false],
       [:rq_queue_suspend, [:pointer], :int, false],
       [:rq_queue_resume, [:pointer], :int, false],
       [:rq_queue_is_suspended, %i[pointer pointer], :int, false],

@@ -23,7 +23,7 @@ module RequestQueue
     # What the finalizer, the reaper and the exit hook know of a queue: never the Queue, its State
     # or its requests, so that a queue nobody references (with its requests, which reference it)
     # is garbage.
-    Handle = Struct.new(:pid, :address, :monitor, :closed, :suppressed) # :nodoc:
+    Handle = Struct.new(:address, :monitor, :closed, :suppressed) # :nodoc:
 
     # Bookkeeping shared with the callbacks (which reach it through a request in flight). It holds
     # the requests in flight (and so their blocks) but not the Queue nor its native handle.
@@ -31,7 +31,7 @@ module RequestQueue
       attr_reader :handle, :errors, :outstanding, :idle_reader
 
       def initialize(address)
-        @handle = Handle.new(Process.pid, address, Monitor.new, false, false)
+        @handle = Handle.new(address, Monitor.new, false, false)
         @errors = []
         @outstanding = {} # request key => Request, for every request accepted and not completed
         # A pipe that holds one byte exactly while nothing is outstanding, so that a thread
@@ -59,7 +59,7 @@ module RequestQueue
       end
 
       extend Forwardable
-      def_delegators :@handle, :pid, :address, :monitor, :closed, :closed=, :suppressed
+      def_delegators :@handle, :address, :monitor, :closed, :closed=, :suppressed
 
       # After the native queue is freed (every completion delivered): nothing waits on it any more.
       def close_pipe
@@ -72,7 +72,7 @@ module RequestQueue
 
     # Open queues of this process: native address => [Handle, pointer], closed at exit.
     OPEN = {}
-    @exit_hook_pid = nil
+    @exit_hook = false
 
     class << self
       # Creates a queue, yields it and closes it when the block returns or raises.
@@ -90,10 +90,10 @@ module RequestQueue
       # Frees the native queue of a Queue that was not closed: by the reaper for a queue the
       # garbage collector let go of (its finalizer only hands it over, see Reaper), and at exit.
       # It cancels the requests in flight; their blocks are not called (a dropped queue's
-      # requests were collected with it; at exit there is no caller to give them to). Skipped in
-      # a forked child, where the parent's queue is not ours.
+      # requests were collected with it; at exit there is no caller to give them to). In a forked
+      # child, the library releases a queue of the parent at once (see "Fork" in requestqueue.h).
       def release(handle, pointer) # :nodoc:
-        return if handle.closed || handle.pid != Process.pid
+        return if handle.closed
 
         handle.suppressed = true
         handle.closed = true
@@ -109,7 +109,7 @@ module RequestQueue
       def close_all_at_exit # :nodoc:
         Reaper.stop
         OPEN.values.each do |handle, pointer|
-          next unless handle.pid == Process.pid && handle.monitor.try_enter
+          next unless handle.monitor.try_enter
 
           begin
             release(handle, pointer)
@@ -121,9 +121,9 @@ module RequestQueue
 
       def track(state) # :nodoc:
         OPEN[state.address] = [state.handle, FFI::Pointer.new(state.address)]
-        return if @exit_hook_pid == Process.pid
+        return if @exit_hook # (a forked child inherits the hook)
 
-        @exit_hook_pid = Process.pid
+        @exit_hook = true
         at_exit { Queue.close_all_at_exit }
       end
     end
@@ -519,7 +519,6 @@ module RequestQueue
     # exception a block raised.
     def close
       return nil if @state.closed
-      return forget_after_fork if @state.pid != Process.pid
 
       @state.monitor.synchronize do
         return nil if @state.closed
@@ -551,19 +550,8 @@ module RequestQueue
 
     def native
       raise QueueClosedError, "the queue is closed" if @state.closed
-      if @state.pid != Process.pid
-        raise InvalidStateError,
-              "this queue belongs to process #{@state.pid}; after fork, create a new queue in the child"
-      end
 
       @pointer
-    end
-
-    # In a forked child the native queue belongs to the parent: drop it without freeing.
-    def forget_after_fork
-      @pointer.autorelease = false
-      @state.closed = true
-      nil
     end
 
     def raise_callback_error

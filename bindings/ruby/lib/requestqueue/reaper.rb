@@ -13,7 +13,7 @@ module RequestQueue
   # cancelled; their blocks are not called: they were collected with the queue). At exit,
   # Queue.close_all_at_exit stops the thread and releases what is left itself.
   module Reaper
-    # [:request, pointer, pid], [:queue, pointer, Queue::Handle], a Thread::Queue to answer once
+    # [:request, pointer], [:queue, pointer, Queue::Handle], a Thread::Queue to answer once
     # everything before it is done (Reaper.wait), or :stop.
     INBOX = Thread::Queue.new
     START = Mutex.new
@@ -21,8 +21,8 @@ module RequestQueue
 
     class << self
       # The finalizer of a request's handle (holds no reference to the Request).
-      def request_releaser(pid)
-        proc { |pointer| INBOX.push([:request, pointer, pid]) }
+      def request_releaser
+        proc { |pointer| INBOX.push([:request, pointer]) }
       end
 
       # The finalizer of a queue's native handle (holds no reference to the Queue nor its State).
@@ -83,7 +83,7 @@ module RequestQueue
       def release(item)
         kind, pointer, owner = item
         case kind
-        when :request then Native.rq_request_free(pointer) if owner == Process.pid
+        when :request then Native.rq_request_free(pointer)
         when :queue then Queue.release(owner, pointer)
         when Thread::Queue then kind.push(true)
         end

@@ -87,8 +87,8 @@ module RequestQueue
       out = FFI::MemoryPointer.new(:pointer)
       RequestQueue.check(Native.rq_request_new(@url, out), "URL #{@url.inspect}")
       # Released after the Request is garbage collected, by the reaper (never in the finalizer
-      # itself), and not in a forked child: the handle belongs to the parent's library state.
-      @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper.request_releaser(Process.pid))
+      # itself); also in a forked child, which the library allows (see "Fork" in requestqueue.h).
+      @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper.request_releaser)
       @key = @pointer.address
       @http_method = "GET"
       @queue = nil
@@ -177,7 +177,8 @@ module RequestQueue
     def priority=(value)
       level = value.is_a?(Integer) ? value : Native::PRIORITIES[value]
       unless level
-        raise ArgumentError, "priority must be one of #{Native::PRIORITIES.keys.map(&:inspect).join(", ")} or -2..2, not #{value.inspect}"
+        low, high = Native::PRIORITIES.values.minmax
+        raise ArgumentError, "priority must be one of #{Native::PRIORITIES.keys.map(&:inspect).join(", ")} or #{low}..#{high}, not #{value.inspect}"
       end
 
       RequestQueue.check(Native.rq_request_set_priority(@pointer, level), "priority #{value.inspect}")
