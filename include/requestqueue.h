@@ -202,9 +202,11 @@
  *   with a new budget.
  * - Transfer codings: the library asks for none (it sends no TE header), so a response with a
  *   Transfer-Encoding other than "chunked" (gzip, deflate, ...) is refused with
- *   RQ_OUTCOME_BAD_RESPONSE rather than decoded. Content-Encoding is never decoded: a compressed
- *   body is delivered as it came. So the bytes delivered are the bytes of the body, and the
- *   maximum response size (`rq_request_set_max_response_size`) counts them.
+ *   RQ_OUTCOME_BAD_RESPONSE rather than decoded. A Content-Encoding (gzip, deflate, br, zstd) is
+ *   decoded unless the request opts out (RQ_OPTION_DECODE_CONTENT, see "Transport settings"):
+ *   the bytes delivered are the decoded body, and the maximum response size
+ *   (`rq_request_set_max_response_size`) and the streaming memory bound count them; `rq_metrics`
+ *   reports the bytes that came over the wire apart (`wire_bytes_down`).
  * - The body of a non-2xx answer to a request that streams its body (a body callback or an output
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
@@ -727,8 +729,8 @@ RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_
 
 /** Sets the maximum size of the response body in bytes; a larger body (announced by Content-Length
  *  or counted while it arrives) ends the attempt with RQ_OUTCOME_RESPONSE_TOO_LARGE. 0 means no
- *  limit (default). The bytes counted are those of the body as delivered (no transfer or content
- *  coding is decoded: see "What a server sends"). */
+ *  limit (default). The bytes counted are those of the body as delivered, after content decoding
+ *  (see "What a server sends"). */
 RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t max_bytes);
 
 /** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
@@ -1214,7 +1216,7 @@ typedef struct rq_metrics {
     /* Fields added later: a caller built with an older header (a smaller `size`) does not get them. */
     /** The body of the last response as it came from the server, before any decoding of libcurl's
      *  own (chunked framing not counted). `bytes_down` above is the decoded body, the bytes
-     *  delivered; the two differ only for a coding the library did not refuse. */
+     *  delivered; the two differ when a Content-Encoding was decoded. */
     uint64_t wire_bytes_down;
     /** Bytes of the status lines and header lines of every response of the last attempt
      *  (redirects and 1xx included), as received. */
