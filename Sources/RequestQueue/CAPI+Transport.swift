@@ -112,8 +112,7 @@ private func badOption(_ option: rq_option, _ why: String, function: StaticStrin
 }
 
 @c @implementation public func rq_response_http_version(_ pointer: OpaquePointer?) -> Int32 {
-    guard let pointer else { return 0 }
-    return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue().httpVersion
+    response(pointer)?.httpVersion ?? 0
 }
 
 @c @implementation public func rq_queue_set_max_connections(_ pointer: OpaquePointer?, _ total: Int, _ perHost: Int) -> rq_result {

@@ -4,60 +4,7 @@ import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
 
-// MARK: Helpers
-
-// Every error result is returned through `fail` or `reported`, which record the message of
-// `rq_last_error_message`; `function` is the C function's name (#function at its call site).
-
-/// The live queue behind `pointer`, or the error (a queue inherited across fork() is closed).
-func queue(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Queue?, rq_result) {
-    guard pointer != nil else { return (nil, fail(RQ_ERR_NULL_ARGUMENT, "the queue is NULL", function: function)) }
-    guard let q = HandleTable.shared.lookup(pointer, kind: .queue, as: Queue.self) else {
-        return (nil, fail(RQ_ERR_INVALID_HANDLE, invalidHandleReason(pointer, .queue), function: function))
-    }
-    guard !q.inherited else { return (nil, fail(RQ_ERR_QUEUE_CLOSED, inheritedQueueReason, function: function)) }
-    return (q, RQ_OK)
-}
-
-private let inheritedQueueReason = "the queue was made by the parent process before fork(): in this child its threads do not "
-    + "exist, and only rq_queue_free works on it (make a new queue here)"
-private let inheritedRequestReason = "the request is in a queue of the parent process, made before fork(): in this child "
-    + "it cannot be cancelled or changed"
-
-func request(_ pointer: OpaquePointer?, function: StaticString = #function) -> (Request?, rq_result) {
-    guard pointer != nil else { return (nil, fail(RQ_ERR_NULL_ARGUMENT, "the request is NULL", function: function)) }
-    guard let r = HandleTable.shared.lookup(pointer, kind: .request, as: Request.self) else {
-        return (nil, fail(RQ_ERR_INVALID_HANDLE, invalidHandleReason(pointer, .request), function: function))
-    }
-    return (r, RQ_OK)
-}
-
-/// Runs `body` with the queue behind `pointer`, or returns why there is none.
-private func withQueue(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (Queue) -> rq_result) -> rq_result {
-    let (q, result) = queue(pointer, function: function)
-    guard let q else { return result }
-    return body(q)
-}
-
-/// Runs `body` on the request's configuration, if it exists and can still be changed.
-func configure(_ pointer: OpaquePointer?, function: StaticString = #function, _ body: (Request) -> rq_result) -> rq_result {
-    let (r, result) = request(pointer, function: function)
-    guard let r else { return result }
-    let configured = r.configure(body)
-    if configured == RQ_ERR_REQUEST_FROZEN { return fail(configured, standardReason(configured), function: function) }
-    return configured
-}
-
-/// RQ_ERR_NULL_ARGUMENT, naming the argument.
-func null(_ argument: String, function: StaticString = #function) -> rq_result {
-    fail(RQ_ERR_NULL_ARGUMENT, "\(argument) is NULL", function: function)
-}
-
-/// RQ_ERR_INVALID_ARGUMENT for a number out of its range.
-func outOfRange(_ argument: String, _ value: some CustomStringConvertible, _ range: String,
-                function: StaticString = #function) -> rq_result {
-    fail(RQ_ERR_INVALID_ARGUMENT, "\(argument) is \(value), not \(range)", function: function)
-}
+// MARK: Helpers (the shared ones are in Boundary.swift)
 
 /// A time in seconds: finite, >= 0, at most `limit`.
 private func validSeconds(_ seconds: Double, limit: Double = 1e6) -> Bool {
@@ -88,11 +35,6 @@ private func inputResult(_ error: InputError, function: StaticString = #function
     case .invalidHeader: RQ_ERR_INVALID_HEADER
     }
     return fail(code, error.reason, function: function)
-}
-
-private func response(_ pointer: OpaquePointer?) -> Response? {
-    guard let pointer else { return nil }
-    return Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).takeUnretainedValue()
 }
 
 /// A process-wide queue (the default queue, the hidden one of `rq_request_start`), made on first
@@ -270,14 +212,10 @@ private let standaloneQueue = ProcessQueue(.standalone)
             return outOfRange("out_stats->size", size, "at least \(least) (set it to sizeof(rq_queue_stats))")
         }
         let s = q.statistics
-        var full = rq_queue_stats(size: MemoryLayout<rq_queue_stats>.size, added: s.added, started: s.started,
-                                  retried: s.retried, succeeded: s.succeeded, cancelled: s.cancelled, failed: s.failed,
-                                  coalesced: s.coalesced, bytes_down: s.bytesDown, bytes_up: s.bytesUp)
-        let byteCount = Int(min(size, UInt(MemoryLayout<rq_queue_stats>.size)))
-        full.size = byteCount
-        withUnsafeBytes(of: &full) { bytes in
-            if let base = bytes.baseAddress { UnsafeMutableRawPointer(out).copyMemory(from: base, byteCount: byteCount) }
-        }
+        copySizePrefixed(rq_queue_stats(size: 0, added: s.added, started: s.started, retried: s.retried,
+                                        succeeded: s.succeeded, cancelled: s.cancelled, failed: s.failed,
+                                        coalesced: s.coalesced, bytes_down: s.bytesDown, bytes_up: s.bytesUp),
+                         to: out, callerSize: size, \.size)
         return RQ_OK
     }
 }
@@ -805,14 +743,14 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 }
 
 @c @implementation public func rq_response_retain(_ pointer: OpaquePointer?) -> OpaquePointer? {
-    guard let pointer else { return nil }
-    _ = Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).retain()
+    guard let response = response(pointer) else { return nil }
+    response.retainedByCaller()
     return pointer
 }
 
 @c @implementation public func rq_response_release(_ pointer: OpaquePointer?) {
-    guard let pointer else { return }
-    Unmanaged<Response>.fromOpaque(UnsafeRawPointer(pointer)).release()
+    guard let response = response(pointer) else { return }
+    response.releasedByCaller()
 }
 
 @c @implementation public func rq_response_attempts(_ pointer: OpaquePointer?) -> UInt32 { response(pointer)?.attempts ?? 0 }

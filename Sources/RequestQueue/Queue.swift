@@ -635,7 +635,7 @@ final class Queue: @unchecked Sendable {
             if !request.completionDelivered, let fn = request.authHandler,
                HandleTable.shared.lookup(challenge.pointer, kind: .challenge, as: Challenge.self) != nil {
                 fn(request.context, request.pointer, challenge.pointer, UInt32(clamping: failures),
-                   OpaquePointer(Unmanaged.passUnretained(challenge.response).toOpaque()))
+                   challenge.response.pointer)
             }
         case let .completion(request, response):
             deliverCompletion(request, response)
@@ -643,7 +643,7 @@ final class Queue: @unchecked Sendable {
             deliverChunk(request, chunk)
         case let .head(request, head):
             if !request.completionDelivered, let fn = request.headCallback {
-                fn(request.context, request.pointer, OpaquePointer(Unmanaged.passUnretained(head).toOpaque()))
+                fn(request.context, request.pointer, head.pointer)
             }
         }
         CallbackContext.currentQueue = previous
@@ -670,7 +670,7 @@ final class Queue: @unchecked Sendable {
         }
         request.completionDelivered = true
         if let fn = request.completion {
-            fn(request.context, request.pointer, OpaquePointer(Unmanaged.passUnretained(response).toOpaque()))
+            fn(request.context, request.pointer, response.pointer)
         }
         if let free = request.contextFree { free(request.context) }
     }
