@@ -389,7 +389,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard pointer != nil else { return RQ_OK }
     let (r, result) = request(pointer)
     guard let r else { return result }
-    guard !r.isDefaults else { return RQ_ERR_INVALID_STATE }
+    guard !r.isDefaults else { return fail(RQ_ERR_INVALID_STATE, "the request is a queue's defaults (rq_queue_get_defaults): it lives as long as its queue") }
     var alreadyFreed = false
     let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
         guard r.callerHolds else {
