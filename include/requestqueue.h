@@ -1151,9 +1151,9 @@ RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, siz
 /** Reads the limits of `rq_queue_set_max_connections`. Errors: RQ_ERR_NULL_ARGUMENT. */
 RQ_API rq_result rq_queue_get_max_connections(rq_queue *queue, size_t *out_total, size_t *out_per_host);
 
-/** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when no response
- *  was received (cancelled, connection failures), when the attempt was ended by the library's own
- *  idle limit, or for NULL. */
+/** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when the last
+ *  attempt received no status line (cancelled, connection failures), or for NULL. Also in
+ *  `rq_metrics.http_version`. */
 RQ_API int rq_response_http_version(const rq_response *response);
 
 /** The queue's cookies (those stored by requests with RQ_OPTION_COOKIES, or loaded), as the lines
@@ -1221,6 +1221,9 @@ typedef struct rq_metrics {
     /** Bytes of the status lines and header lines of every response of the last attempt
      *  (redirects and 1xx included), as received. */
     uint64_t header_bytes_down;
+    /** The HTTP version of the last response, as `rq_response_http_version`: 10 (HTTP/1.0), 11,
+     *  20 (HTTP/2) or 30; 0 when the last attempt received no status line. */
+    int http_version;
 } rq_metrics;
 
 /** Writes the metrics of the request that `response` completes (a borrowed response, in the

@@ -429,17 +429,4 @@ extension Transfer {
             b.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
         } ?? list
     }
-
-    /// The HTTP version of the last response: 10, 11, 20 or 30; 0 when there was none.
-    var negotiatedHTTPVersion: Int32 {
-        var version = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-        switch version {
-        case Int(CURL_HTTP_VERSION_1_0): return 10
-        case Int(CURL_HTTP_VERSION_1_1): return 11
-        case Int(CURL_HTTP_VERSION_2_0): return 20
-        case Int(CURL_HTTP_VERSION_3): return 30
-        default: return 0
-        }
-    }
 }

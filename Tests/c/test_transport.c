@@ -14,6 +14,7 @@ typedef struct result {
     rq_outcome outcome;
     int status;
     int http_version;
+    int metrics_http_version; /* rq_metrics.http_version */
     size_t size;
     uint8_t *body;
     char *content_encoding;
@@ -34,6 +35,7 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
         m.size = sizeof m;
         CHECK_OK(rq_response_metrics(response, &m));
         out->reused = m.connection_reused;
+        out->metrics_http_version = m.http_version;
     }
     body = rq_response_body(response, &out->size);
     out->body = malloc(out->size + 1);
@@ -491,21 +493,22 @@ static void section_version(void) {
     const char *tls = env("RQ_TX_TLS"), *ca = env("RQ_TX_CA");
 
     res = run(q, req(env("RQ_TX_HTTP"), "/proto"));
-    CHECK(res.http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0, "plain: version %d \"%s\"",
-          res.http_version, (char *)res.body);
+    CHECK(res.http_version == 11 && res.metrics_http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0,
+          "plain: version %d, in the metrics %d \"%s\"", res.http_version, res.metrics_http_version, (char *)res.body);
     result_free(&res);
     r = req(tls, "/proto");
     CHECK_OK(rq_request_set_ca_file(r, ca));
     res = run(q, r);
-    CHECK(res.http_version == 20 && strncmp((char *)res.body, "HTTP/2.0", 8) == 0, "TLS: version %d \"%s\"",
-          res.http_version, (char *)res.body);
+    CHECK(res.http_version == 20 && res.metrics_http_version == 20 && strncmp((char *)res.body, "HTTP/2.0", 8) == 0,
+          "TLS: version %d, in the metrics %d \"%s\"", res.http_version, res.metrics_http_version, (char *)res.body);
     result_free(&res);
     r = req(tls, "/proto");
     CHECK_OK(rq_request_set_ca_file(r, ca));
     CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_1_1));
     res = run(q, r);
-    CHECK(res.http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0, "TLS, 1.1 only: version %d \"%s\"",
-          res.http_version, (char *)res.body);
+    CHECK(res.http_version == 11 && res.metrics_http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0,
+          "TLS, 1.1 only: version %d, in the metrics %d \"%s\"", res.http_version, res.metrics_http_version,
+          (char *)res.body);
     result_free(&res);
     /* h2c with prior knowledge, three times in a row on one queue (a kept h2c connection breaks
      * with Debian's libcurl 7.88.1: the library does not keep them). */
@@ -513,11 +516,18 @@ static void section_version(void) {
         r = req(env("RQ_TX_H2C"), "/proto");
         CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
         res = run(q, r);
-        CHECK(res.outcome == RQ_OUTCOME_OK && res.http_version == 20 && strncmp((char *)res.body, "HTTP/2.0", 8) == 0,
-              "h2c #%d: outcome %d version %d \"%s\" (%s)", i + 1, res.outcome, res.http_version, (char *)res.body,
-              res.message);
+        CHECK(res.outcome == RQ_OUTCOME_OK && res.http_version == 20 && res.metrics_http_version == 20 &&
+                  strncmp((char *)res.body, "HTTP/2.0", 8) == 0,
+              "h2c #%d: outcome %d version %d, in the metrics %d \"%s\" (%s)", i + 1, res.outcome, res.http_version,
+              res.metrics_http_version, (char *)res.body, res.message);
         result_free(&res);
     }
+    /* No response: 0 in both. */
+    res = run(q, req("http://127.0.0.1:1", "/proto"));
+    CHECK(res.outcome == RQ_OUTCOME_CANNOT_CONNECT && res.http_version == 0 && res.metrics_http_version == 0,
+          "no response: outcome %d version %d, in the metrics %d", res.outcome, res.http_version,
+          res.metrics_http_version);
+    result_free(&res);
     CHECK_OK(rq_queue_free(q));
 }
 
