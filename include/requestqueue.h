@@ -1129,9 +1129,10 @@ RQ_API rq_result rq_request_set_option_int(rq_request *request, rq_option option
  *  requests added afterwards, not those already added. Inherited:
  *    - headers: each default header whose name the request neither set nor removed (with a NULL
  *      value) is added after the request's own;
- *    - timeouts (total, connect, idle), credentials, maximum redirects, maximum response size,
- *      CA file, and each retry setting (on/off, delay, outcomes, backoff, statuses,
- *      non-idempotent, maximum attempts) separately;
+ *    - timeouts (total, connect, idle, response headers, low-speed limit), credentials, maximum
+ *      redirects, maximum response size, CA file, and each retry setting (on/off, delay,
+ *      outcomes, backoff, statuses, non-idempotent, maximum attempts) separately (a response-header
+ *      or low-speed limit set by neither follows the request's idle timeout, its own or inherited);
  *    - every `rq_option`.
  *  Not inherited: URL, method, body, callbacks, priority, tag, output file. The defaults count
  *  for duplicate detection as the request's own headers. The standalone queue of

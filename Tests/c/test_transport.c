@@ -10,6 +10,11 @@
  */
 #include "rqtest.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 typedef struct result {
     rq_outcome outcome;
     int status;
@@ -224,6 +229,57 @@ static void section_defaults(void) {
     res = run(q, r);
     expect_text(&res, "own max response size 0 over the queue's 100");
     result_free(&res);
+
+    /* The slow-server limits: a listener that never answers (the kernel accepts the connection
+     * and takes the request; no byte ever comes back). Each request sets its own total timeout of
+     * 20 s, so that a limit not inherited ends it with the total timeout's message instead. */
+    {
+        int silent = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in address;
+        socklen_t length = sizeof address;
+        char silent_base[64];
+        memset(&address, 0, sizeof address);
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        CHECK(silent >= 0 && bind(silent, (struct sockaddr *)&address, sizeof address) == 0 && listen(silent, 8) == 0 &&
+                  getsockname(silent, (struct sockaddr *)&address, &length) == 0,
+              "silent listener: %s", strerror(errno));
+        snprintf(silent_base, sizeof silent_base, "http://127.0.0.1:%d", ntohs(address.sin_port));
+
+        CHECK_OK(rq_request_set_header_timeout(defaults, 0.5));
+        r = req(silent_base, "/headers");
+        CHECK_OK(rq_request_set_timeout(r, 20));
+        res = run(q, r);
+        CHECK(res.outcome == RQ_OUTCOME_TIMEOUT && strstr(res.message, "response headers were not complete 0.5 seconds"),
+              "queue header timeout: outcome %d (%s)", res.outcome, res.message);
+        result_free(&res);
+        /* The request's own value wins: 0 disables the limit, the total timeout ends it. */
+        r = req(silent_base, "/headers-own");
+        CHECK_OK(rq_request_set_header_timeout(r, 0));
+        CHECK_OK(rq_request_set_timeout(r, 1.5));
+        res = run(q, r);
+        CHECK(res.outcome == RQ_OUTCOME_TIMEOUT && !strstr(res.message, "response headers"),
+              "own header timeout 0 over the queue's: outcome %d (%s)", res.outcome, res.message);
+        result_free(&res);
+
+        CHECK_OK(rq_request_set_header_timeout(defaults, 0));
+        CHECK_OK(rq_request_set_low_speed_limit(defaults, 1000, 0.5));
+        r = req(silent_base, "/slow");
+        CHECK_OK(rq_request_set_timeout(r, 20));
+        res = run(q, r);
+        CHECK(res.outcome == RQ_OUTCOME_TIMEOUT && strstr(res.message, "less than 1000") && strstr(res.message, "over 0.5 seconds"),
+              "queue low-speed limit: outcome %d (%s)", res.outcome, res.message);
+        result_free(&res);
+        r = req(silent_base, "/slow-own");
+        CHECK_OK(rq_request_set_low_speed_limit(r, 0, 0));
+        CHECK_OK(rq_request_set_timeout(r, 1.5));
+        res = run(q, r);
+        CHECK(res.outcome == RQ_OUTCOME_TIMEOUT && !strstr(res.message, "bytes per second"),
+              "own low-speed limit 0 over the queue's: outcome %d (%s)", res.outcome, res.message);
+        result_free(&res);
+        CHECK_OK(rq_request_set_low_speed_limit(defaults, 0, 0));
+        close(silent);
+    }
 
     /* Another queue has its own defaults. */
     {
