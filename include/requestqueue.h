@@ -1078,9 +1078,15 @@ typedef enum rq_option {
     /** I. RQ_IP_ANY (default), RQ_IP_V4 or RQ_IP_V6: which addresses of the host to use. */
     RQ_OPTION_IP_VERSION = 15,
     /** I. TCP keep-alive: seconds of idleness before the first probe and between probes (1 ...
-     *  86400); 0 (default) sends none. */
+     *  86400); 0 (default) sends none. It is set on the connections the request opens (SO_KEEPALIVE,
+     *  TCP_KEEPIDLE, TCP_KEEPINTVL); a connection kept open by an earlier request of the queue is
+     *  reused as it was made (libcurl does not compare this setting when it reuses connections). */
     RQ_OPTION_TCP_KEEPALIVE = 16,
-    /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none. */
+    /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none.
+     *  libcurl checks it between bursts of reads: it reads what the socket holds, up to 100 reads
+     *  at once. With a limit, the library makes each read a hundredth of the limit (1 KiB to
+     *  16 KiB), so a burst is at most about one second's worth (or 100 KiB): a body of S bytes
+     *  takes at least about S / limit - 1 seconds. */
     RQ_OPTION_MAX_RECV_SPEED = 17,
     /** I. Maximum average send speed of the transfer, bytes per second; 0 (default) is none. */
     RQ_OPTION_MAX_SEND_SPEED = 18,

@@ -365,7 +365,13 @@ extension Transfer {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPIDLE, idle)
             _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPINTVL, idle)
         }
-        if let speed = t.maxReceiveSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(speed)) }
+        if let speed = t.maxReceiveSpeed, speed > 0 {
+            _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(speed))
+            // libcurl 7.88 checks the limit only between bursts of reads: it reads while the
+            // socket has data, up to 100 buffers at once. Buffers of a hundredth of the limit (as
+            // the curl tool does below 16 KiB/s) keep a burst within one second's worth.
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Int(min(max(speed / 100, 1024), 16384)))
+        }
         if let speed = t.maxSendSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(speed)) }
         switch t.httpVersion ?? .automatic {
         case .automatic: break
