@@ -1004,7 +1004,15 @@ RQ_API rq_result rq_request_set_output_file(rq_request *request, const char *pat
 
 /* ===================================================================================================
  * Transport settings and queue defaults
- * =================================================================================================== */
+ * ===================================================================================================
+ *
+ * Not exposed: HSTS and alt-svc. Debian's libcurl has both, and both stay off (libcurl turns them
+ * on only when asked). alt-svc lets a server move later requests to another host, port or
+ * protocol (HTTP/3, which this libcurl lacks): requests would then go where the URL checks and
+ * the per-host limits and counts of the queue do not see them. HSTS (a cache of hosts that asked
+ * to be reached over https only) protects URLs a person types; a program chooses its URLs, and
+ * the Strict-Transport-Security header is in the response headers for a caller that keeps such
+ * a list. Both would also need a cache file per queue kept across runs. */
 
 /** Transport settings of a request, set with `rq_request_set_option_string` (S) or
  *  `rq_request_set_option_int` (I). Each is unset until set; an unset setting takes the queue's
@@ -1093,13 +1101,15 @@ typedef enum rq_option {
     /** I. HTTP version: RQ_HTTP_VERSION_DEFAULT (HTTP/2 over TLS when the server offers it,
      *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
      *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
-     *  `rq_response_http_version`. With Debian's libcurl 7.88.1, a second h2c request on a kept
+     *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a second h2c request on a kept
      *  connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the HTTP2 framing layer"); the
      *  library does not keep h2c connections (each h2c request makes its own). */
     RQ_OPTION_HTTP_VERSION = 19,
     /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
-     *  expiry and Secure rules (and the public suffix list). Off by default. */
+     *  expiry and Secure rules. libcurl checks a cookie's Domain against the Public Suffix List
+     *  (libpsl, which Debian's libcurl uses): a server cannot set a cookie for a public suffix such
+     *  as co.uk, only for its own site. Off by default. */
     RQ_OPTION_COOKIES = 20,
     /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
      *  the system's. */

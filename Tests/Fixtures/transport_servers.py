@@ -3,7 +3,7 @@
 
 Starts, in a temporary folder:
   - nginx with `gzip on`, precompressed br and zstd files, echo endpoints (User-Agent,
-    Accept-Encoding, Via, Cookie, Host), cookie setting, PUT uploads (WebDAV, /upload/NAME into
+    Accept-Encoding, Via, Cookie, Host), cookie setting (with a Domain too), PUT uploads (WebDAV, /upload/NAME into
     the `uploads` folder), a Unix socket listener, an h2c (HTTP/2 prior knowledge) listener, an
     HTTPS+HTTP/2 listener, and an HTTPS listener that requires a client certificate
     (ssl_verify_client on);
@@ -210,6 +210,7 @@ class TransportServers:
         location = /host {{ default_type text/plain; return 200 "$host"; }}
         location = /cookies {{ default_type text/plain; return 200 "cookie=$http_cookie"; }}
         location = /cookies/set {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Path=/"; return 200 "set"; }}
+        location = /cookies/set-domain {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Domain=$arg_domain; Path=/"; return 200 "set"; }}
         location = /proto {{ default_type text/plain; return 200 "$server_protocol client=$ssl_client_s_dn"; }}
         location = /x-default {{ default_type text/plain; return 200 "x-default=$http_x_default x-own=$http_x_own"; }}
         location /files/ {{ default_type text/plain; alias {www}/; }}

@@ -791,6 +791,27 @@ static void section_cookies(void) {
         CHECK(strcmp((char *)res.body, "cookie=colour=blue") == 0, "second file's cookie: \"%s\"", (char *)res.body);
         result_free(&res);
     }
+    /* libcurl's cookie engine checks domains against the Public Suffix List (libpsl): a server
+     * may not set a cookie for a public suffix such as co.uk, only for its own site. */
+    {
+        char entry[128], site[128];
+        snprintf(entry, sizeof entry, "www.example.co.uk:%s:127.0.0.1", env("RQ_TX_HTTP_PORT"));
+        snprintf(site, sizeof site, "http://www.example.co.uk:%s", env("RQ_TX_HTTP_PORT"));
+        CHECK_OK(rq_queue_cookies_clear(q));
+        for (int i = 0; i < 2; i++) {
+            r = req(site, i ? "/cookies/set-domain?name=site&value=2&domain=example.co.uk"
+                            : "/cookies/set-domain?name=public&value=1&domain=co.uk");
+            CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_RESOLVE, entry));
+            res = run(q, r);
+            CHECK(res.status == 200, "Set-Cookie with a Domain: outcome %d status %d (%s)", res.outcome, res.status,
+                  res.message);
+            result_free(&res);
+        }
+        CHECK_OK(rq_queue_cookies_list(q, &text));
+        CHECK(strstr(text, ".example.co.uk\tTRUE\t/\tFALSE\t0\tsite\t2\n") != NULL && strstr(text, "public") == NULL,
+              "cookies for example.co.uk and co.uk (a public suffix): \"%s\"", text);
+        rq_string_free(text);
+    }
     CHECK_RC(rq_queue_cookies_load(q, "/nonexistent/cookies.txt"), RQ_ERR_SYSTEM);
     CHECK_RC(rq_queue_cookies_save(q, "/nonexistent/dir/cookies.txt"), RQ_ERR_SYSTEM);
     /* Another queue has its own jar. */
