@@ -1086,9 +1086,10 @@ typedef enum rq_option {
     /** I. RQ_IP_ANY (default), RQ_IP_V4 or RQ_IP_V6: which addresses of the host to use. */
     RQ_OPTION_IP_VERSION = 15,
     /** I. TCP keep-alive: seconds of idleness before the first probe and between probes (1 ...
-     *  86400); 0 (default) sends none. It is set on the connections the request opens (SO_KEEPALIVE,
-     *  TCP_KEEPIDLE, TCP_KEEPINTVL); a connection kept open by an earlier request of the queue is
-     *  reused as it was made (libcurl does not compare this setting when it reuses connections). */
+     *  86400); 0 (default) sends none. It is set on the connections the request opens
+     *  (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL); a connection kept open by an earlier request of
+     *  the queue is reused as it was made (libcurl does not compare this setting when it reuses
+     *  connections). */
     RQ_OPTION_TCP_KEEPALIVE = 16,
     /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none.
      *  libcurl checks it between bursts of reads: it reads what the socket holds, up to 100 reads
@@ -1101,9 +1102,10 @@ typedef enum rq_option {
     /** I. HTTP version: RQ_HTTP_VERSION_DEFAULT (HTTP/2 over TLS when the server offers it,
      *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
      *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
-     *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a second h2c request on a kept
-     *  connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the HTTP2 framing layer"); the
-     *  library does not keep h2c connections (each h2c request makes its own). */
+     *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a
+     *  second h2c request on a kept connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the
+     *  HTTP2 framing layer"); the library does not keep h2c connections (each h2c request makes
+     *  its own). */
     RQ_OPTION_HTTP_VERSION = 19,
     /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
@@ -1147,8 +1149,9 @@ RQ_API rq_result rq_request_set_option_int(rq_request *request, rq_option option
  *      value) is added after the request's own;
  *    - timeouts (total, connect, idle, response headers, low-speed limit), credentials, maximum
  *      redirects, maximum response size, CA file, and each retry setting (on/off, delay,
- *      outcomes, backoff, statuses, non-idempotent, maximum attempts) separately (a response-header
- *      or low-speed limit set by neither follows the request's idle timeout, its own or inherited);
+ *      outcomes, backoff, statuses, non-idempotent, maximum attempts) separately (a
+ *      response-header or low-speed limit set by neither follows the request's idle timeout, its
+ *      own or inherited);
  *    - every `rq_option`.
  *  Not inherited: URL, method, body, callbacks, priority, tag, output file. The defaults count
  *  for duplicate detection as the request's own headers. The standalone queue of

@@ -71,7 +71,8 @@ extension Request {
 
     var inheritable: Inheritable {
         Inheritable(timeout: timeout, connectTimeout: connectTimeout, idleTimeout: idleTimeout,
-                    headerTimeout: headerTimeout, lowSpeed: lowSpeed, user: user, password: password, maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
+                    headerTimeout: headerTimeout, lowSpeed: lowSpeed, user: user, password: password,
+                    maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
                     headers: headers, transport: transport, cookieJar: cookieJar, inherited: inheritedSettings)
     }
 
