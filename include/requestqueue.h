@@ -1004,7 +1004,15 @@ RQ_API rq_result rq_request_set_output_file(rq_request *request, const char *pat
 
 /* ===================================================================================================
  * Transport settings and queue defaults
- * =================================================================================================== */
+ * ===================================================================================================
+ *
+ * Not exposed: HSTS and alt-svc. Debian's libcurl has both, and both stay off (libcurl turns them
+ * on only when asked). alt-svc lets a server move later requests to another host, port or
+ * protocol (HTTP/3, which this libcurl lacks): requests would then go where the URL checks and
+ * the per-host limits and counts of the queue do not see them. HSTS (a cache of hosts that asked
+ * to be reached over https only) protects URLs a person types; a program chooses its URLs, and
+ * the Strict-Transport-Security header is in the response headers for a caller that keeps such
+ * a list. Both would also need a cache file per queue kept across runs. */
 
 /** Transport settings of a request, set with `rq_request_set_option_string` (S) or
  *  `rq_request_set_option_int` (I). Each is unset until set; an unset setting takes the queue's
@@ -1078,22 +1086,32 @@ typedef enum rq_option {
     /** I. RQ_IP_ANY (default), RQ_IP_V4 or RQ_IP_V6: which addresses of the host to use. */
     RQ_OPTION_IP_VERSION = 15,
     /** I. TCP keep-alive: seconds of idleness before the first probe and between probes (1 ...
-     *  86400); 0 (default) sends none. */
+     *  86400); 0 (default) sends none. It is set on the connections the request opens
+     *  (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL); a connection kept open by an earlier request of
+     *  the queue is reused as it was made (libcurl does not compare this setting when it reuses
+     *  connections). */
     RQ_OPTION_TCP_KEEPALIVE = 16,
-    /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none. */
+    /** I. Maximum average receive speed of the transfer, bytes per second; 0 (default) is none.
+     *  libcurl checks it between bursts of reads: it reads what the socket holds, up to 100 reads
+     *  at once. With a limit, the library makes each read a hundredth of the limit (1 KiB to
+     *  16 KiB), so a burst is at most about one second's worth (or 100 KiB): a body of S bytes
+     *  takes at least about S / limit - 1 seconds. */
     RQ_OPTION_MAX_RECV_SPEED = 17,
     /** I. Maximum average send speed of the transfer, bytes per second; 0 (default) is none. */
     RQ_OPTION_MAX_SEND_SPEED = 18,
     /** I. HTTP version: RQ_HTTP_VERSION_DEFAULT (HTTP/2 over TLS when the server offers it,
      *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
      *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
-     *  `rq_response_http_version`. With Debian's libcurl 7.88.1, a second h2c request on a kept
-     *  connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the HTTP2 framing layer"); the
-     *  library does not keep h2c connections (each h2c request makes its own). */
+     *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a
+     *  second h2c request on a kept connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the
+     *  HTTP2 framing layer"); the library does not keep h2c connections (each h2c request makes
+     *  its own). */
     RQ_OPTION_HTTP_VERSION = 19,
     /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
-     *  expiry and Secure rules (and the public suffix list). Off by default. */
+     *  expiry and Secure rules. libcurl checks a cookie's Domain against the Public Suffix List
+     *  (libpsl, which Debian's libcurl uses): a server cannot set a cookie for a public suffix such
+     *  as co.uk, only for its own site. Off by default. */
     RQ_OPTION_COOKIES = 20,
     /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
      *  the system's. */
@@ -1129,9 +1147,11 @@ RQ_API rq_result rq_request_set_option_int(rq_request *request, rq_option option
  *  requests added afterwards, not those already added. Inherited:
  *    - headers: each default header whose name the request neither set nor removed (with a NULL
  *      value) is added after the request's own;
- *    - timeouts (total, connect, idle), credentials, maximum redirects, maximum response size,
- *      CA file, and each retry setting (on/off, delay, outcomes, backoff, statuses,
- *      non-idempotent, maximum attempts) separately;
+ *    - timeouts (total, connect, idle, response headers, low-speed limit), credentials, maximum
+ *      redirects, maximum response size, CA file, and each retry setting (on/off, delay,
+ *      outcomes, backoff, statuses, non-idempotent, maximum attempts) separately (a
+ *      response-header or low-speed limit set by neither follows the request's idle timeout, its
+ *      own or inherited);
  *    - every `rq_option`.
  *  Not inherited: URL, method, body, callbacks, priority, tag, output file. The defaults count
  *  for duplicate detection as the request's own headers. The standalone queue of
@@ -1151,9 +1171,9 @@ RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, siz
 /** Reads the limits of `rq_queue_set_max_connections`. Errors: RQ_ERR_NULL_ARGUMENT. */
 RQ_API rq_result rq_queue_get_max_connections(rq_queue *queue, size_t *out_total, size_t *out_per_host);
 
-/** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when no response
- *  was received (cancelled, connection failures), when the attempt was ended by the library's own
- *  idle limit, or for NULL. */
+/** The HTTP version of the response: 10 (HTTP/1.0), 11, 20 (HTTP/2) or 30; 0 when the last
+ *  attempt received no status line (cancelled, connection failures), or for NULL. Also in
+ *  `rq_metrics.http_version`. */
 RQ_API int rq_response_http_version(const rq_response *response);
 
 /** The queue's cookies (those stored by requests with RQ_OPTION_COOKIES, or loaded), as the lines
@@ -1221,6 +1241,9 @@ typedef struct rq_metrics {
     /** Bytes of the status lines and header lines of every response of the last attempt
      *  (redirects and 1xx included), as received. */
     uint64_t header_bytes_down;
+    /** The HTTP version of the last response, as `rq_response_http_version`: 10 (HTTP/1.0), 11,
+     *  20 (HTTP/2) or 30; 0 when the last attempt received no status line. */
+    int http_version;
 } rq_metrics;
 
 /** Writes the metrics of the request that `response` completes (a borrowed response, in the

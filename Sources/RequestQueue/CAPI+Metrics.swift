@@ -11,7 +11,7 @@ import CRequestQueueAPI
     copySizePrefixed(rq_metrics(size: 0, queued: m.queued, dns: m.dns, connect: m.connect, tls: m.tls,
                                 first_byte: m.firstByte, total: m.total, bytes_down: m.bytesDown, bytes_up: m.bytesUp,
                                 attempts: response.attempts, connection_reused: m.reused ? 1 : 0,
-                                wire_bytes_down: m.wireBytesDown, header_bytes_down: m.headerBytesDown),
+                                wire_bytes_down: m.wireBytesDown, header_bytes_down: m.headerBytesDown, http_version: m.httpVersion),
                      to: out, callerSize: size, \.size)
     return RQ_OK
 }

@@ -477,6 +477,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     configure(pointer) { r in
         guard validSeconds(seconds) else { return badSeconds("seconds", seconds) }
         r.headerTimeout = seconds
+        r.explicitSettings.insert(.headerTimeout)
         return RQ_OK
     }
 }
@@ -488,6 +489,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
             return outOfRange("bytes_per_second", bytesPerSecond, "from 0 to 1e12")
         }
         r.lowSpeed = (bytesPerSecond, seconds)
+        r.explicitSettings.insert(.lowSpeed)
         return RQ_OK
     }
 }

@@ -285,7 +285,6 @@ final class Engine: @unchecked Sendable {
             guard let request = transfer.request else { continue }
             let generation = transfer.generation
             let response = transfer.response(for: request, code: code)
-            response.httpVersion = transfer.negotiatedHTTPVersion
             recycle(transfer)
             finished(request, generation, response)
         }

@@ -14,6 +14,8 @@ struct Metrics {
     var wireBytesDown: UInt64 = 0
     var headerBytesDown: UInt64 = 0
     var reused = false
+    /// The HTTP version of the last response: 10, 11, 20 or 30; 0 when no status line came.
+    var httpVersion: Int32 = 0
 
     /// No attempt ran (a cancelled request, a transfer that could not be set up).
     static let none = Metrics()
@@ -57,6 +59,15 @@ struct Metrics {
         wireBytesDown = count(CURLINFO_SIZE_DOWNLOAD_T)
         headerBytesDown = UInt64(max(0, header))
         bytesUp = count(CURLINFO_SIZE_UPLOAD_T)
+        var version = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        switch version {
+        case Int(CURL_HTTP_VERSION_1_0): httpVersion = 10
+        case Int(CURL_HTTP_VERSION_1_1): httpVersion = 11
+        case Int(CURL_HTTP_VERSION_2_0): httpVersion = 20
+        case Int(CURL_HTTP_VERSION_3): httpVersion = 30
+        default: httpVersion = 0
+        }
     }
 
     init() {}

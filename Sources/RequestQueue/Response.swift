@@ -36,7 +36,7 @@ final class Response: @unchecked Sendable {
     /// (see `Transfer.headEnded`); set before the response is posted.
     var deferredHead: Response?
     /// The HTTP version of the response (10, 11, 20, 30; 0 without one), `rq_response_http_version`.
-    var httpVersion: Int32 = 0
+    var httpVersion: Int32 { metrics.httpVersion }
 
     /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
     /// header lines are copied after it.

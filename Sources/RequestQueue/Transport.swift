@@ -23,6 +23,8 @@ struct InheritedSettings: OptionSet {
     static let retryStatuses = InheritedSettings(rawValue: 1 << 11)
     static let retryNonIdempotent = InheritedSettings(rawValue: 1 << 12)
     static let maxAttempts = InheritedSettings(rawValue: 1 << 13)
+    static let headerTimeout = InheritedSettings(rawValue: 1 << 14)
+    static let lowSpeed = InheritedSettings(rawValue: 1 << 15)
 
     /// The setting that a time setter writes.
     static func seconds(_ field: ReferenceWritableKeyPath<Request, Double>) -> InheritedSettings {
@@ -39,10 +41,8 @@ struct InheritedSettings: OptionSet {
 /// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`.
 struct RequestDefaults {
     let explicit: InheritedSettings
-    /// A copy of the defaults request's values.
-    let values: Request
-    let headers: [Request.Header]
-    let transport: TransportSettings
+    /// The defaults request's values.
+    let values: Request.Inheritable
 }
 
 extension Request {
@@ -55,9 +55,11 @@ extension Request {
         return r
     }
 
-    /// What `inherit` changes, to put back when the queue does not accept the request.
+    /// What `inherit` changes: the values a queue's defaults give, and those put back when the
+    /// queue does not accept the request.
     struct Inheritable {
-        let timeouts: (Double, Double, Double)
+        let timeout: Double, connectTimeout: Double, idleTimeout: Double
+        let headerTimeout: Double?, lowSpeed: (rate: Double, time: Double)?
         let user: CString?, password: CString?
         let maxRedirects: Int, maxResponseSize: UInt64, caFile: CString?
         let retry: RetryPolicy
@@ -68,13 +70,18 @@ extension Request {
     }
 
     var inheritable: Inheritable {
-        Inheritable(timeouts: (timeout, connectTimeout, idleTimeout), user: user, password: password,
+        Inheritable(timeout: timeout, connectTimeout: connectTimeout, idleTimeout: idleTimeout,
+                    headerTimeout: headerTimeout, lowSpeed: lowSpeed, user: user, password: password,
                     maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
                     headers: headers, transport: transport, cookieJar: cookieJar, inherited: inheritedSettings)
     }
 
     func restore(_ saved: Inheritable) {
-        (timeout, connectTimeout, idleTimeout) = saved.timeouts
+        timeout = saved.timeout
+        connectTimeout = saved.connectTimeout
+        idleTimeout = saved.idleTimeout
+        headerTimeout = saved.headerTimeout
+        lowSpeed = saved.lowSpeed
         user = saved.user
         password = saved.password
         maxRedirects = saved.maxRedirects
@@ -101,6 +108,8 @@ extension Request {
         if take.contains(.timeout) { timeout = values.timeout }
         if take.contains(.connectTimeout) { connectTimeout = values.connectTimeout }
         if take.contains(.idleTimeout) { idleTimeout = values.idleTimeout }
+        if take.contains(.headerTimeout) { headerTimeout = values.headerTimeout }
+        if take.contains(.lowSpeed) { lowSpeed = values.lowSpeed }
         if take.contains(.credentials) {
             user = values.user
             password = values.password
@@ -119,11 +128,11 @@ extension Request {
         if take.contains(.retryStatuses) { retry.statuses = values.retry.statuses }
         if take.contains(.retryNonIdempotent) { retry.retriesNonIdempotent = values.retry.retriesNonIdempotent }
         if take.contains(.maxAttempts) { retry.maxAttempts = values.retry.maxAttempts }
-        for header in d.headers where !removedHeaders.contains(header.lowercasedName)
+        for header in values.headers where !removedHeaders.contains(header.lowercasedName)
             && !headers.contains(where: { $0.lowercasedName == header.lowercasedName }) && headers.count < Validation.maxHeaderCount {
             headers.append(header)
         }
-        transport = transport.inheriting(d.transport)
+        transport = transport.inheriting(values.transport)
     }
 }
 
@@ -162,20 +171,7 @@ final class QueueTransport: @unchecked Sendable {
         guard let d = lock.withLock({ defaultsRequest }) else { return nil }
         // Copy the values under the defaults' lock, then apply them under the request's (never
         // both at once: requests share lock stripes).
-        let copy = Request(url: d.url)
-        let snapshot = d.lock.withLock {
-            copy.timeout = d.timeout
-            copy.connectTimeout = d.connectTimeout
-            copy.idleTimeout = d.idleTimeout
-            copy.user = d.user
-            copy.password = d.password
-            copy.maxRedirects = d.maxRedirects
-            copy.maxResponseSize = d.maxResponseSize
-            copy.caFile = d.caFile
-            copy.retry = d.retry
-            return RequestDefaults(explicit: d.explicitSettings, values: copy, headers: d.headers, transport: d.transport)
-        }
-        return snapshot
+        return d.lock.withLock { RequestDefaults(explicit: d.explicitSettings, values: d.inheritable) }
     }
 
     /// The queue's cookie jar (made on first call); nil when libcurl cannot make one.
@@ -370,7 +366,13 @@ extension Transfer {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPIDLE, idle)
             _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPINTVL, idle)
         }
-        if let speed = t.maxReceiveSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(speed)) }
+        if let speed = t.maxReceiveSpeed, speed > 0 {
+            _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(speed))
+            // libcurl 7.88 checks the limit only between bursts of reads: it reads while the
+            // socket has data, up to 100 buffers at once. Buffers of a hundredth of the limit (as
+            // the curl tool does below 16 KiB/s) keep a burst within one second's worth.
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Int(min(max(speed / 100, 1024), 16384)))
+        }
         if let speed = t.maxSendSpeed, speed > 0 { _ = ccurl_easy_setopt_off(easy, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(speed)) }
         switch t.httpVersion ?? .automatic {
         case .automatic: break
@@ -428,18 +430,5 @@ extension Transfer {
         return text.withUnsafeBufferPointer { b in
             b.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
         } ?? list
-    }
-
-    /// The HTTP version of the last response: 10, 11, 20 or 30; 0 when there was none.
-    var negotiatedHTTPVersion: Int32 {
-        var version = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-        switch version {
-        case Int(CURL_HTTP_VERSION_1_0): return 10
-        case Int(CURL_HTTP_VERSION_1_1): return 11
-        case Int(CURL_HTTP_VERSION_2_0): return 20
-        case Int(CURL_HTTP_VERSION_3): return 30
-        default: return 0
-        }
     }
 }

@@ -3,9 +3,10 @@
 
 Starts, in a temporary folder:
   - nginx with `gzip on`, precompressed br and zstd files, echo endpoints (User-Agent,
-    Accept-Encoding, Via, Cookie, Host), cookie setting, a Unix socket listener, an h2c (HTTP/2
-    prior knowledge) listener, an HTTPS+HTTP/2 listener, and an HTTPS listener that requires a
-    client certificate (ssl_verify_client on);
+    Accept-Encoding, Via, Cookie, Host), cookie setting (with a Domain too), PUT uploads (WebDAV, /upload/NAME into
+    the `uploads` folder), a Unix socket listener, an h2c (HTTP/2 prior knowledge) listener, an
+    HTTPS+HTTP/2 listener, and an HTTPS listener that requires a client certificate
+    (ssl_verify_client on);
   - tinyproxy (an HTTP proxy that adds a Via header);
   - microsocks (a SOCKS5 proxy with a user name and password).
 Certificates come from openssl: a CA, a server certificate for 127.0.0.1 and localhost, a client
@@ -92,8 +93,11 @@ class TransportServers:
         self.make_certs(d)
         www = os.path.join(d, "www")
         os.mkdir(www)
+        os.mkdir(os.path.join(d, "uploads"))
         with open(os.path.join(www, "text.txt"), "wb") as f:
             f.write(TEXT)
+        with open(os.path.join(www, "big.bin"), "wb") as f:  # /files/big.bin: 4 MiB that do not compress
+            f.write(os.urandom(4 << 20))
         run("brotli", "-k", "-f", os.path.join(www, "text.txt"))
         run("zstd", "-q", "-k", "-f", os.path.join(www, "text.txt"))
         ports = {name: free_port() for name in ("http", "h2c", "tls", "mtls", "proxy", "socks", "tls_proxy")}
@@ -143,6 +147,7 @@ class TransportServers:
             "text_sha256": hashlib.sha256(TEXT).hexdigest(),
             "tmp": d,
             "www": www,
+            "uploads": os.path.join(d, "uploads"),
         }
 
     def spawn(self, name, cmd):
@@ -205,9 +210,11 @@ class TransportServers:
         location = /host {{ default_type text/plain; return 200 "$host"; }}
         location = /cookies {{ default_type text/plain; return 200 "cookie=$http_cookie"; }}
         location = /cookies/set {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Path=/"; return 200 "set"; }}
+        location = /cookies/set-domain {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Domain=$arg_domain; Path=/"; return 200 "set"; }}
         location = /proto {{ default_type text/plain; return 200 "$server_protocol client=$ssl_client_s_dn"; }}
         location = /x-default {{ default_type text/plain; return 200 "x-default=$http_x_default x-own=$http_x_own"; }}
         location /files/ {{ default_type text/plain; alias {www}/; }}
+        location /upload/ {{ dav_methods PUT; client_max_body_size 16m; alias {d}/uploads/; }}
         """
         conf = f"""
 daemon off;

@@ -65,6 +65,8 @@ import Testing
         // The server goes silent after half the body and closes at 4 s: only a real idle check times out first.
         let (idle, _) = try run("/stall-body?s=4&n=1000") { r in _ = rq_request_set_idle_timeout(r, 1) }
         #expect(idle.outcome == RQ_OUTCOME_TIMEOUT)
+        // The status line had come before the library's own idle limit ended the attempt.
+        #expect(idle.httpVersion == 11)
         let port = fixture.refusingPort(for: 60)
         let q = try makeQueue()
         defer { _ = rq_queue_free(q) }
@@ -72,6 +74,7 @@ import Testing
         _ = addAndRelease(q, try rec.request("http://127.0.0.1:\(port)/bytes?n=1", tag: "refused"))
         #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
         #expect(rec.completion("refused")?.outcome == RQ_OUTCOME_CANNOT_CONNECT)
+        #expect(rec.completion("refused")?.httpVersion == 0)
     }
 
     @Test func methodHeadersAndBodyAreSentAsGiven() throws {

@@ -119,6 +119,8 @@ struct Completion: Sendable {
     let url: String
     let message: String
     let attempts: Int
+    /// `rq_response_http_version` (the value of `rq_metrics.http_version` too).
+    let httpVersion: Int32
     let thread: UInt
     let time: Double
 }
@@ -238,7 +240,7 @@ private let onDone: rq_completion_fn = { context, request, response in
     let c = Completion(tag: t.tag, outcome: rq_response_outcome(response), status: Int(rq_response_status(response)),
                        body: body.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [], headers: headers,
                        url: String(cString: rq_response_url(response)), message: String(cString: rq_response_error_message(response)),
-                       attempts: Int(rq_response_attempts(response)), thread: UInt(bitPattern: Int(pthread_self())),
+                       attempts: Int(rq_response_attempts(response)), httpVersion: rq_response_http_version(response), thread: UInt(bitPattern: Int(pthread_self())),
                        time: Date().timeIntervalSince1970)
     t.recorder.record(c, request)
 }

@@ -211,6 +211,22 @@ static void response_rows(void *context, rq_request *request, const rq_response 
     ROWV(rq_response_metrics, INVALID, "size SIZE_MAX (not too small for the first field)", "RQ_OK, size set to sizeof(rq_metrics)",
          rq_response_metrics(response, &m) == RQ_OK && m.size == sizeof m && m.attempts == 1);
     {
+        /* A caller built against the header before http_version: everything up to it is written. */
+        unsigned char before[sizeof(rq_metrics)];
+        size_t before_size = offsetof(rq_metrics, http_version);
+        rq_metrics got;
+        memset(before, 0x77, sizeof before);
+        memcpy(before, &before_size, sizeof before_size);
+        ROWV(rq_response_metrics, VALID, "size up to header_bytes_down (the previous header's caller)",
+             "RQ_OK, size unchanged, header_bytes_down written, http_version not",
+             rq_response_metrics(response, (rq_metrics *)(void *)before) == RQ_OK &&
+                 (memcpy(&got, before, sizeof got), got.size == before_size) && got.header_bytes_down > 0 &&
+                 got.header_bytes_down < 10000 && before[before_size] == 0x77);
+        m.size = sizeof m;
+        ROWV(rq_response_metrics, VALID, "size sizeof(rq_metrics)", "RQ_OK, http_version 11",
+             rq_response_metrics(response, &m) == RQ_OK && m.size == sizeof m && m.http_version == 11);
+    }
+    {
         /* A caller built against an older header: only the fields that fit are written. */
         unsigned char small[sizeof(size_t) + sizeof(double) + 8];
         memset(small, 0x77, sizeof small);

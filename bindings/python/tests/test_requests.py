@@ -209,6 +209,29 @@ def test_low_speed_limit_ends_a_body_that_trickles(server, queue):
     assert "less than 1000.0 bytes per second received or sent over 0.5 seconds" in info.value.message
 
 
+def test_header_timeout_and_low_speed_limit_come_from_the_queue_defaults(server):
+    # Each request sets its own total timeout: a limit not inherited would end it with that one.
+    with rq.Queue(defaults={"header_timeout": 0.5}) as q:
+        with pytest.raises(rq.RequestTimeoutError) as info:
+            q.fetch(server.url("/trickle?where=headers&every=0.1"), timeout=20)
+        assert "response headers were not complete 0.5 seconds after" in info.value.message
+        # The request's own value wins (0: no limit), so the total timeout ends it.
+        with pytest.raises(rq.RequestTimeoutError) as info:
+            q.fetch(server.url("/trickle?where=headers&every=0.1"), timeout=1.5, header_timeout=0)
+        assert "response headers" not in info.value.message
+    with rq.Queue(defaults={"low_speed_limit": (1000, 0.5)}) as q:
+        with pytest.raises(rq.RequestTimeoutError) as info:
+            q.fetch(server.url("/trickle?where=body&every=0.1"), timeout=20)
+        assert "less than 1000.0 bytes per second received or sent over 0.5 seconds" in info.value.message
+        with pytest.raises(rq.RequestTimeoutError) as info:
+            q.fetch(server.url("/trickle?where=body&every=0.1"), timeout=1.5, low_speed_limit=(0, 0))
+        assert "bytes per second" not in info.value.message
+    with pytest.raises(TypeError):
+        rq.Queue(defaults={"low_speed_limit": 5})
+    with pytest.raises(rq.InvalidArgumentError):
+        rq.Queue(defaults={"header_timeout": -1})
+
+
 def test_slow_server_limits_are_checked_by_the_library():
     url = "http://127.0.0.1/"
     for bad in ({"header_timeout": -1}, {"header_timeout": float("nan")}, {"header_timeout": 1e7},

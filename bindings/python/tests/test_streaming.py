@@ -439,7 +439,7 @@ def test_metrics_of_a_request_cancelled_before_it_started(server):
     m = request.response.metrics
     assert m == rq.Metrics(queued=None, dns=None, connect=None, tls=None, first_byte=None, total=None,
                            bytes_down=0, bytes_up=0, attempts=0, connection_reused=False,
-                           wire_bytes_down=0, header_bytes_down=0)
+                           wire_bytes_down=0, header_bytes_down=0, http_version=0)
 
 
 def test_metrics_count_wire_and_header_bytes(server, queue):

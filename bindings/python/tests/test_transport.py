@@ -4,7 +4,7 @@ started by Tests/Fixtures/transport_servers.py."""
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 
@@ -102,12 +102,20 @@ def test_connections_unix_socket_resolve_ip_version(tx: Dict[str, str]) -> None:
 
 def test_http_version_reported(tx: Dict[str, str]) -> None:
     with rq.Queue(max_concurrent=1, defaults={"ca_file": tx["ca"]}) as q:
-        assert get(tx["http"] + "/proto", q).http_version == 11
-        assert get(tx["tls"] + "/proto", q).http_version == 20
-        assert get(tx["tls"] + "/proto", q, http_version="1.1").http_version == 11
+        # The version is in the response and in its metrics.
+        def versions(url: str, **options: Any) -> Tuple[int, int]:
+            response = get(url, q, **options)
+            assert response.metrics is not None
+            return response.http_version, response.metrics.http_version
+
+        assert versions(tx["http"] + "/proto") == (11, 11)
+        assert versions(tx["tls"] + "/proto") == (20, 20)
+        assert versions(tx["tls"] + "/proto", http_version="1.1") == (11, 11)
         for _ in range(3):  # (h2c connections are not kept: Debian's libcurl breaks them)
             response = get(tx["h2c"] + "/proto", q, http_version="2-prior-knowledge")
             assert response.http_version == 20 and response.text.startswith("HTTP/2.0")
+            assert response.metrics is not None and response.metrics.http_version == 20
+        assert versions("http://127.0.0.1:1/proto") == (0, 0)  # no response
 
 
 def test_cookies_jar_list_save_clear_load(tx: Dict[str, str], tmp_path: Any) -> None:

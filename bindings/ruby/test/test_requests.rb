@@ -172,6 +172,30 @@ class TestRequests < Minitest::Test
     assert_includes response.error_message, "less than 1000.0 bytes per second received or sent over 0.5 seconds"
   end
 
+  def test_header_timeout_and_low_speed_limit_come_from_the_queue_defaults
+    # Each request sets its own total timeout: a limit not inherited would end it with that one.
+    run_one = lambda do |queue, path, **options|
+      response = nil
+      queue.add(url(path), **options) { |r| response = r }
+      assert queue.run
+      response
+    end
+    queue = new_queue(defaults: { header_timeout: 0.5 })
+    response = run_one.call(queue, "/trickle?where=headers&every=0.1", timeout: 20)
+    assert_includes response.error_message, "response headers were not complete 0.5 seconds after"
+    response = run_one.call(queue, "/trickle?where=headers&every=0.1", timeout: 1.5, header_timeout: 0)
+    assert_equal :timeout, response.outcome
+    refute_includes response.error_message, "response headers"
+    queue = new_queue(defaults: { low_speed_limit: [1000, 0.5] })
+    response = run_one.call(queue, "/trickle?where=body&every=0.1", timeout: 20)
+    assert_includes response.error_message, "less than 1000.0 bytes per second received or sent over 0.5 seconds"
+    response = run_one.call(queue, "/trickle?where=body&every=0.1", timeout: 1.5, low_speed_limit: [0, 0])
+    assert_equal :timeout, response.outcome
+    refute_includes response.error_message, "bytes per second"
+    assert_raises(TypeError) { RequestQueue::Queue.new(defaults: { low_speed_limit: 5 }) }
+    assert_raises(RequestQueue::InvalidArgumentError) { RequestQueue::Queue.new(defaults: { header_timeout: -1 }) }
+  end
+
   def test_slow_server_limits_are_checked_by_the_library
     [{ header_timeout: -1 }, { header_timeout: Float::NAN }, { header_timeout: 1e7 },
      { low_speed_limit: [-1, 5] }, { low_speed_limit: [1, -5] }, { low_speed_limit: [1e13, 5] },

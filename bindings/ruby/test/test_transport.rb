@@ -110,10 +110,16 @@ class TestTransport < Minitest::Test
     assert_equal :cannot_resolve_host, get(pinned, queue).outcome
     refute_equal :ok, get(tx["http"] + "/host", queue, ip_version: 6).outcome
     assert_equal :ok, get(tx["http"] + "/host", queue, ip_version: 4, tcp_keepalive: 30, max_recv_speed: 10**6).outcome
-    assert_equal 11, get(tx["http"] + "/proto", queue).http_version
-    assert_equal 20, get(tx["tls"] + "/proto", queue).http_version
-    assert_equal 11, get(tx["tls"] + "/proto", queue, http_version: "1.1").http_version
-    3.times { assert_equal 20, get(tx["h2c"] + "/proto", queue, http_version: "2-prior-knowledge").http_version }
+    # The version is in the response and in its metrics.
+    versions = lambda do |url, **options|
+      response = get(url, queue, **options)
+      [response.http_version, response.metrics.http_version]
+    end
+    assert_equal [11, 11], versions.call(tx["http"] + "/proto")
+    assert_equal [20, 20], versions.call(tx["tls"] + "/proto")
+    assert_equal [11, 11], versions.call(tx["tls"] + "/proto", http_version: "1.1")
+    3.times { assert_equal [20, 20], versions.call(tx["h2c"] + "/proto", http_version: "2-prior-knowledge") }
+    assert_equal [0, 0], versions.call("http://127.0.0.1:1/proto") # no response
   ensure
     queue&.close
   end

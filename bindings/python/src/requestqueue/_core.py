@@ -410,6 +410,7 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
         "connection_reused": bool(out.connection_reused),
         "wire_bytes_down": out.wire_bytes_down,
         "header_bytes_down": out.header_bytes_down,
+        "http_version": out.http_version,
     })
 
 

@@ -97,8 +97,9 @@ def apply_transport(handle: Any, options: Mapping[str, Any]) -> None:
 
 
 #: The keys of Queue(defaults=...) besides the transport options.
-DEFAULT_OPTIONS = ("headers", "timeout", "connect_timeout", "idle_timeout", "auth", "retry", "retry_delay",
-                   "max_attempts", "max_redirects", "max_response_size", "ca_file") + TRANSPORT_OPTIONS
+DEFAULT_OPTIONS = ("headers", "timeout", "connect_timeout", "idle_timeout", "header_timeout", "low_speed_limit",
+                   "auth", "retry", "retry_delay", "max_attempts", "max_redirects", "max_response_size",
+                   "ca_file") + TRANSPORT_OPTIONS
 
 
 def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
@@ -119,10 +120,18 @@ def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
     for key, setter in (("timeout", lib.rq_request_set_timeout),
                         ("connect_timeout", lib.rq_request_set_connect_timeout),
                         ("idle_timeout", lib.rq_request_set_idle_timeout),
+                        ("header_timeout", lib.rq_request_set_header_timeout),
                         ("retry_delay", lib.rq_request_set_retry_delay)):
         value = d.pop(key, None)
         if value is not None:
             check(setter(handle, Request._seconds(value, key)), f"{key}={value!r}")
+    low_speed = d.pop("low_speed_limit", None)
+    if low_speed is not None:
+        if not (isinstance(low_speed, tuple) and len(low_speed) == 2):
+            raise TypeError("low_speed_limit must be a (bytes_per_second, seconds) tuple")
+        check(lib.rq_request_set_low_speed_limit(handle, Request._number(low_speed[0], "low_speed_limit bytes_per_second"),
+                                                 Request._seconds(low_speed[1], "low_speed_limit seconds")),
+              f"low_speed_limit={low_speed!r}")
     auth = d.pop("auth", None)
     if auth is not None:
         if not (isinstance(auth, tuple) and len(auth) == 2):

@@ -320,6 +320,9 @@ class Metrics:
     #: Bytes of the status and header lines of every response of the last attempt (redirects and
     #: 1xx included), as received.
     header_bytes_down: int
+    #: The HTTP version of the last response, as :attr:`Response.http_version`: 10, 11, 20 (HTTP/2)
+    #: or 30; 0 when the last attempt received no status line.
+    http_version: int
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ module RequestQueue
              :first_byte, :double, :total, :double,
              :bytes_down, :uint64, :bytes_up, :uint64,
              :attempts, :uint, :connection_reused, :int,
-             :wire_bytes_down, :uint64, :header_bytes_down, :uint64
+             :wire_bytes_down, :uint64, :header_bytes_down, :uint64,
+             :http_version, :int
     end
 
     # ---- The attach_function table ---------------------------------------------------------

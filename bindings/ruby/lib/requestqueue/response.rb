@@ -24,12 +24,12 @@ module RequestQueue
     # start of the last attempt dns, connect, tls, first_byte and total; bytes_down and bytes_up
     # (body bytes of the last attempt, as delivered); attempts; connection_reused (true when the
     # last attempt reused a connection opened by an earlier request); wire_bytes_down (the body as
-    # it came from the server, chunked framing not counted: equal to bytes_down, since no coding
-    # is decoded); header_bytes_down (status and header lines of every response of the last
-    # attempt, redirects included).
+    # it came from the server, chunked framing not counted: differs from bytes_down when a
+    # compressed body was decoded); header_bytes_down (status and header lines of every response
+    # of the last attempt, redirects included); http_version (as Response#http_version).
     Metrics = Struct.new(:queued, :dns, :connect, :tls, :first_byte, :total, :bytes_down, :bytes_up,
                          :attempts, :connection_reused, :wire_bytes_down, :header_bytes_down,
-                         keyword_init: true)
+                         :http_version, keyword_init: true)
 
     attr_reader :outcome, :status, :body, :headers, :header_pairs, :url, :error_message, :attempts, :request, :metrics
     # The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
@@ -71,7 +71,8 @@ module RequestQueue
                   first_byte: time[:first_byte], total: time[:total],
                   bytes_down: raw[:bytes_down], bytes_up: raw[:bytes_up], attempts: raw[:attempts],
                   connection_reused: raw[:connection_reused] != 0,
-                  wire_bytes_down: raw[:wire_bytes_down], header_bytes_down: raw[:header_bytes_down]).freeze
+                  wire_bytes_down: raw[:wire_bytes_down], header_bytes_down: raw[:header_bytes_down],
+                  http_version: raw[:http_version]).freeze
     end
 
     # UTF-8 when the bytes are valid UTF-8, binary otherwise.

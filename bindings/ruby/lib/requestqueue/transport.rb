@@ -18,8 +18,8 @@ module RequestQueue
     TLS_VERSIONS = { "1.0" => 10, "1.1" => 11, "1.2" => 12, "1.3" => 13 }.freeze
     HTTP_VERSIONS = { "1.1" => 11, "2" => 0, "2-prior-knowledge" => 20 }.freeze
     # The options of Queue.new(defaults: ...) besides the transport ones.
-    DEFAULT_OPTIONS = (%i[headers timeout connect_timeout idle_timeout credentials retry max_redirects
-                          max_response_size ca_file] + OPTIONS.keys).freeze
+    DEFAULT_OPTIONS = (%i[headers timeout connect_timeout idle_timeout header_timeout low_speed_limit
+                          credentials retry max_redirects max_response_size ca_file] + OPTIONS.keys).freeze
 
     # A cookie of a queue's jar (Queue#cookies), as a line of a Netscape cookie file. expires is
     # a Unix time, 0 for a session cookie.
@@ -98,6 +98,8 @@ module RequestQueue
       request.send(:set_seconds, :rq_request_set_timeout, :timeout, defaults[:timeout])
       request.send(:set_seconds, :rq_request_set_connect_timeout, :connect_timeout, defaults[:connect_timeout])
       request.send(:set_seconds, :rq_request_set_idle_timeout, :idle_timeout, defaults[:idle_timeout])
+      request.send(:set_seconds, :rq_request_set_header_timeout, :header_timeout, defaults[:header_timeout])
+      request.send(:set_low_speed_limit, defaults[:low_speed_limit]) unless defaults[:low_speed_limit].nil?
       request.send(:set_credentials, defaults[:credentials]) if defaults[:credentials]
       request.send(:set_count, :rq_request_set_max_redirects, :max_redirects, defaults[:max_redirects], 0xFFFF_FFFF)
       request.send(:set_count, :rq_request_set_max_response_size, :max_response_size, defaults[:max_response_size], 2**64 - 1)
