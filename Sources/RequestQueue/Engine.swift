@@ -246,7 +246,7 @@ final class Engine: @unchecked Sendable {
         if let old = request.transfer { recycle(old) }
         // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
         if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
-            let message = "cannot use the CA file \(String(cString: caFile)): not a regular file"
+            let message = "cannot use the CA file \(decodeCString(caFile)): not a regular file"
             queue.attemptFailedToStart(request, generation: generation,
                                        response: Response(outcome: .tls, status: 0, url: request.url.string, message: message,
                                                           attempts: request.attempts))

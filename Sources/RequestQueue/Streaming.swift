@@ -148,7 +148,7 @@ struct OutputFile {
     }
 
     private func message(_ what: String, reason: String) -> String {
-        "\(what) \(String(cString: path)): \(reason)"
+        "\(what) \(decodeCString(path)): \(reason)"
     }
 }
 

@@ -239,7 +239,8 @@ func mallocCString<Bytes: Collection>(_ bytes: Bytes) -> UnsafeMutablePointer<CC
 }
 
 /// A static empty C string.
-let emptyCString: UnsafePointer<CChar> = {
+// nonisolated(unsafe): set once at its lazy (thread-safe) initialization; its byte is never written after.
+nonisolated(unsafe) let emptyCString: UnsafePointer<CChar> = {
     let p = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
     p.pointee = 0
     return UnsafePointer(p)
@@ -250,6 +251,11 @@ typealias CString = [CChar]
 
 func copyCString(_ pointer: UnsafePointer<CChar>) -> CString {
     Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
+}
+
+/// The text of a C string copy, up to its NUL (invalid UTF-8 repaired, as `String(cString:)` does).
+func decodeCString(_ string: CString) -> String {
+    String(decoding: string.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// The bytes of a C string, or nil for NULL.
