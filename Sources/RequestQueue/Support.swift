@@ -2,6 +2,7 @@ import Glibc
 
 /// A mutex with a condition variable (pthread), for state shared between the caller's threads,
 /// the engine thread and the delivery thread.
+// @unchecked Sendable: the pthread mutex and condition it wraps are the protection; their pointers never change.
 final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -70,8 +71,8 @@ final class Monitor: @unchecked Sendable {
 }
 
 /// Starts a joinable thread running `body`; nil when the system refuses.
-func startThread(_ body: @escaping () -> Void) -> pthread_t? {
-    final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
+    final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     var thread = pthread_t()
     let created = pthread_create(&thread, nil, { box in
@@ -87,6 +88,7 @@ func startThread(_ body: @escaping () -> Void) -> pthread_t? {
 }
 
 /// A plain pthread mutex, for state that is never waited on.
+// @unchecked Sendable: the pthread mutex it wraps is the protection (held across fork handlers, so not a Mutex).
 final class Lock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
@@ -156,6 +158,8 @@ enum CallbackContext {
 
 /// A growable byte buffer in malloc'ed memory, whose address is stable once it stops growing, so
 /// that C callers can borrow it. Allocation failure is reported, never a trap.
+// @unchecked Sendable: one writer at a time: the request while it is new (its striped lock), then only readers;
+// a transfer's buffers on the engine thread only; `empty` is never written.
 final class ByteBuffer: @unchecked Sendable {
     private(set) var base: UnsafeMutablePointer<UInt8>?
     private(set) var count = 0
