@@ -187,26 +187,18 @@ import Testing
     /// rq_response_retain: the response, its strings and its body stay valid after the callback
     /// returned and the queue was freed, read from two threads at once, until rq_response_release.
     @Test func aRetainedResponseOutlivesItsCallbackAndItsQueue() throws {
-        final class Kept: @unchecked Sendable {
-            let lock = NSLock()
-            var response: OpaquePointer?
-        }
-        let kept = Kept()
+        let kept = Locked(Handle(nil))
         let q = try makeQueue()
         var r: OpaquePointer?
         try #require(rq_request_new(fixture.url("/bytes?n=300&header=X-Kept:yes"), &r) == RQ_OK)
         #expect(rq_request_set_completion(r, { context, _, response in
-            let kept = Unmanaged<Kept>.fromOpaque(context!).takeUnretainedValue()
-            kept.lock.lock()
-            kept.response = rq_response_retain(response)
-            kept.lock.unlock()
-        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Kept>.fromOpaque(context!).release() }) == RQ_OK)
+            let kept = Unmanaged<Locked<Handle>>.fromOpaque(context!).takeUnretainedValue()
+            kept.mutate { $0 = Handle(rq_response_retain(response)) }
+        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Locked<Handle>>.fromOpaque(context!).release() }) == RQ_OK)
         #expect(addAndRelease(q, r) == RQ_OK)
         #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
         #expect(rq_queue_free(q) == RQ_OK)
-        kept.lock.lock()
-        let retained = Handle(kept.response)
-        kept.lock.unlock()
+        let retained = kept.value
         try #require(retained.pointer != nil)
         let url = fixture.url("/bytes?n=300&header=X-Kept:yes")
         let reads = DispatchQueue(label: "reads", attributes: .concurrent)
