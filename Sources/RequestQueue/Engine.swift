@@ -9,8 +9,9 @@ private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
 /// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
 /// transfers that are running: the queue decides what starts; the engine reports what ended.
 /// Other threads talk to it through `send`, which wakes it up.
-// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `wakeState` atomic; `deferredWakeSince` only on the
-// thread delivering a batch; `thread` set in init, read only to join it; the rest engine thread only.
+// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `wakeState` atomic; `deferredWakeSince`
+// only on the thread delivering a batch; `thread` set in init, read only to join it; the rest on
+// the engine thread only.
 final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)

@@ -10,8 +10,9 @@ enum RequestState: UInt32 {
 }
 
 /// One request: its configuration (frozen once accepted) and its runtime state.
-// @unchecked Sendable: lifecycle and configuration under its striped `lock` (configuration frozen once added),
-// runtime under the owning queue's monitor, delivery fields on the delivering thread (field groups below).
+// @unchecked Sendable: lifecycle and configuration under its striped `lock` (configuration frozen
+// once added), runtime under the owning queue's monitor, delivery fields on the delivering thread
+// (see the field groups below).
 final class Request: @unchecked Sendable {
     struct Header {
         let name: String
@@ -209,8 +210,8 @@ struct DuplicateKey: Hashable {
 }
 
 /// A pending authentication challenge; its handle is valid until answered or the request ends.
-// @unchecked Sendable: `handle` is written once, in init, before the challenge is published; `request` is a weak
-// reference (atomic in the runtime), written only in init; the rest is immutable.
+// @unchecked Sendable: `handle` and `request` (a weak reference) are written only in init, before
+// the challenge is published; the rest is immutable.
 final class Challenge: @unchecked Sendable {
     weak var request: Request?
     let generation: UInt64

@@ -2,7 +2,7 @@ import Glibc
 
 /// A mutex with a condition variable (pthread), for state shared between the caller's threads,
 /// the engine thread and the delivery thread.
-// @unchecked Sendable: the pthread mutex and condition it wraps are the protection; their pointers never change.
+// @unchecked Sendable: it is the protection (a pthread mutex and condition); its pointers never change.
 final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -72,7 +72,10 @@ final class Monitor: @unchecked Sendable {
 
 /// Starts a joinable thread running `body`; nil when the system refuses.
 func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
-    final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
+    final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     var thread = pthread_t()
     let created = pthread_create(&thread, nil, { box in
@@ -88,7 +91,8 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
 }
 
 /// A plain pthread mutex, for state that is never waited on.
-// @unchecked Sendable: the pthread mutex it wraps is the protection (held across fork handlers, so not a Mutex).
+// @unchecked Sendable: it is the protection (a pthread mutex; held across the fork handlers, which
+// a Mutex cannot be).
 final class Lock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
@@ -158,8 +162,8 @@ enum CallbackContext {
 
 /// A growable byte buffer in malloc'ed memory, whose address is stable once it stops growing, so
 /// that C callers can borrow it. Allocation failure is reported, never a trap.
-// @unchecked Sendable: one writer at a time: the request while it is new (its striped lock), then only readers;
-// a transfer's buffers on the engine thread only; `empty` is never written.
+// @unchecked Sendable: a request's body is written only while the request is new (under its striped
+// lock), then only read; a transfer's buffers stay on the engine thread; `empty` is never written.
 final class ByteBuffer: @unchecked Sendable {
     private(set) var base: UnsafeMutablePointer<UInt8>?
     private(set) var count = 0

@@ -224,7 +224,7 @@ final class QueueTransport: @unchecked Sendable {
 
 /// A libcurl share of cookies, used by every transfer of a queue that asks for cookies and by the
 /// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex).
-// @unchecked Sendable: `share` is locked by libcurl through the shim's mutex; `easy` is used only under `lock`.
+// @unchecked Sendable: libcurl locks `share` through the shim's mutex; `easy` is used under `lock`.
 final class CookieJar: @unchecked Sendable {
     let share: UnsafeMutableRawPointer
     /// An easy handle on the share for the API's reads and writes, under `lock`.
