@@ -1,5 +1,6 @@
 import CRequestQueueAPI
 import RequestQueueCore
+import Synchronization
 
 /// Lifecycle of a request, as `rq_request_state` reports it.
 enum RequestState: UInt32 {
@@ -210,19 +211,19 @@ struct DuplicateKey: Hashable {
 }
 
 /// A pending authentication challenge; its handle is valid until answered or the request ends.
-// @unchecked Sendable: `handle` and `request` (a weak reference) are written only in init, before
-// the challenge is published; the rest is immutable.
-final class Challenge: @unchecked Sendable {
-    weak var request: Request?
+final class Challenge: Sendable {
+    weak let request: Request?
     let generation: UInt64
     let response: Response
-    private(set) var handle: UInt = 0
+    /// Stored once, in init, by the thread that made the challenge (before it is published).
+    private let handleStore = Atomic<UInt>(0)
+    var handle: UInt { handleStore.load(ordering: .relaxed) }
 
     init(request: Request, generation: UInt64, response: Response) {
         self.request = request
         self.generation = generation
         self.response = response
-        handle = HandleTable.shared.register(self, kind: .challenge)
+        handleStore.store(HandleTable.shared.register(self, kind: .challenge), ordering: .relaxed)
     }
 
     var pointer: OpaquePointer? { HandleTable.pointer(handle) }
