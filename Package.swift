@@ -40,5 +40,5 @@ let package = Package(
             dependencies: ["RequestQueue", "CRequestQueueAPI"]
         ),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

@@ -40,6 +40,7 @@ private func inputResult(_ error: InputError, function: StaticString = #function
 /// A process-wide queue (the default queue, the hidden one of `rq_request_start`), made on first
 /// use. When it cannot be made (no thread available, say), the next call tries again: a shortage
 /// is never remembered. A child process created by fork() makes its own (see ForkGuard).
+// @unchecked Sendable: `made` under `lock` (a Lock, held across the fork handlers).
 private final class ProcessQueue: @unchecked Sendable, ForkGuard.Participant {
     private let kind: Queue.Kind
     private let lock = Lock()

@@ -9,6 +9,9 @@ private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
 /// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
 /// transfers that are running: the queue decides what starts; the engine reports what ended.
 /// Other threads talk to it through `send`, which wakes it up.
+// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `wakeState` atomic; `deferredWakeSince`
+// only on the thread delivering a batch; `thread` set in init, read only to join it; the rest on
+// the engine thread only.
 final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)
@@ -246,7 +249,7 @@ final class Engine: @unchecked Sendable {
         if let old = request.transfer { recycle(old) }
         // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
         if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
-            let message = "cannot use the CA file \(String(cString: caFile)): not a regular file"
+            let message = "cannot use the CA file \(decodeCString(caFile)): not a regular file"
             queue.attemptFailedToStart(request, generation: generation,
                                        response: Response(outcome: .tls, status: 0, url: request.url.string, message: message,
                                                           attempts: request.attempts))

@@ -23,12 +23,13 @@ enum ForkGuard {
     nonisolated(unsafe) private(set) static var generation: UInt = 0
 
     private static let lock = Lock()
+    // nonisolated(unsafe): under `lock` (a Lock: the fork handlers hold it from prepare to parent/child).
     nonisolated(unsafe) private static var participants: [Participant] = []
     nonisolated(unsafe) private static var installed = false
     /// Inherited queues freed in this child: kept, never deinitialised (their memory may hold
     /// locks taken by threads that do not exist here, and libcurl state shared with the parent's
     /// connections); the handle table no longer knows them.
-    nonisolated(unsafe) private static var abandoned: [AnyObject] = []
+    nonisolated(unsafe) private static var abandoned: [AnyObject] = [] // under `lock`
 
     /// Takes part in the fork handlers from now on (installs them on first use).
     static func register(_ participant: Participant) {

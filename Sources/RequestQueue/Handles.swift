@@ -8,6 +8,7 @@ enum HandleKind: UInt {
     case challenge = 3
 }
 
+// @unchecked Sendable: `slots` and `freeSlots` under `lock` (a Lock, held across the fork handlers).
 final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
     static let shared: HandleTable = {
         let table = HandleTable()

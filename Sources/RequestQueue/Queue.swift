@@ -5,6 +5,8 @@ import RequestQueueCore
 
 /// A queue at run time: the scheduler and the requests under one monitor, an engine thread running
 /// the transfers on libcurl, and the delivery of callbacks (threaded or host-dispatched).
+// @unchecked Sendable: its state under `monitor`; `engine`, `deliveryThread` and `handle` are set in
+// init and never change after (the threads only join or read them); the `let`s never change.
 final class Queue: @unchecked Sendable {
     enum Kind {
         /// Created by `rq_queue_new`.

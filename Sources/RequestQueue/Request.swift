@@ -1,5 +1,6 @@
 import CRequestQueueAPI
 import RequestQueueCore
+import Synchronization
 
 /// Lifecycle of a request, as `rq_request_state` reports it.
 enum RequestState: UInt32 {
@@ -10,6 +11,9 @@ enum RequestState: UInt32 {
 }
 
 /// One request: its configuration (frozen once accepted) and its runtime state.
+// @unchecked Sendable: lifecycle and configuration under its striped `lock` (configuration frozen
+// once added), runtime under the owning queue's monitor, delivery fields on the delivering thread
+// (see the field groups below).
 final class Request: @unchecked Sendable {
     struct Header {
         let name: String
@@ -207,17 +211,19 @@ struct DuplicateKey: Hashable {
 }
 
 /// A pending authentication challenge; its handle is valid until answered or the request ends.
-final class Challenge: @unchecked Sendable {
-    weak var request: Request?
+final class Challenge: Sendable {
+    weak let request: Request?
     let generation: UInt64
     let response: Response
-    private(set) var handle: UInt = 0
+    /// Stored once, in init, by the thread that made the challenge (before it is published).
+    private let handleStore = Atomic<UInt>(0)
+    var handle: UInt { handleStore.load(ordering: .relaxed) }
 
     init(request: Request, generation: UInt64, response: Response) {
         self.request = request
         self.generation = generation
         self.response = response
-        handle = HandleTable.shared.register(self, kind: .challenge)
+        handleStore.store(HandleTable.shared.register(self, kind: .challenge), ordering: .relaxed)
     }
 
     var pointer: OpaquePointer? { HandleTable.pointer(handle) }

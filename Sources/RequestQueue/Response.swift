@@ -5,6 +5,9 @@ import RequestQueueCore
 /// in malloc'ed memory owned by this object, so the pointers given out stay valid while it lives
 /// (during its callback, or while the caller retains it). The URL, the message and the header
 /// fields are made on first use, by whichever thread asks first.
+// @unchecked Sendable: `let`s; the `...Made` fields under its striped `lock`; `metrics`,
+// `deferredHead` and `httpVersion` written on the engine thread only, before the engine hands the
+// response to the queue (under its monitor), never after.
 final class Response: @unchecked Sendable {
     let outcome: Outcome
     let status: Int32

@@ -1,5 +1,6 @@
 import CCurl
 import Glibc
+import Synchronization
 
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
@@ -8,25 +9,27 @@ import Glibc
 /// the delivering thread reports them delivered. When too many bytes wait for delivery, the
 /// engine pauses the transfer (libcurl stops reading the socket) and the delivery asks for it to
 /// resume once the waiting bytes dropped to half. Shared by the attempts of one request.
-final class StreamFlow: @unchecked Sendable {
+final class StreamFlow: Sendable {
     /// Undelivered bytes above which a transfer pauses.
     static let highWater = 1 << 20
     /// Undelivered bytes at or below which a paused transfer resumes.
     static let lowWater = highWater / 2
 
-    private let lock = Lock()
-    private var pending = 0
-    private var resumeWanted = false
+    private struct State {
+        var pending = 0
+        var resumeWanted = false
+    }
+    private let state = Mutex(State())
 
     /// Engine thread: whether a chunk of `size` bytes may be posted now. When not, the caller
     /// pauses its transfer, and a later `delivered` returns true when it should resume.
     func admit(_ size: Int) -> Bool {
-        lock.withLock {
-            if pending >= StreamFlow.highWater {
-                resumeWanted = true
+        state.withLock { s in
+            if s.pending >= StreamFlow.highWater {
+                s.resumeWanted = true
                 return false
             }
-            pending += size
+            s.pending += size
             return true
         }
     }
@@ -34,10 +37,10 @@ final class StreamFlow: @unchecked Sendable {
     /// `size` admitted bytes left the queue (delivered, skipped, or never posted). Returns true
     /// when a paused transfer should now resume.
     func delivered(_ size: Int) -> Bool {
-        lock.withLock {
-            pending -= size
-            if resumeWanted, pending <= StreamFlow.lowWater {
-                resumeWanted = false
+        state.withLock { s in
+            s.pending -= size
+            if s.resumeWanted, s.pending <= StreamFlow.lowWater {
+                s.resumeWanted = false
                 return true
             }
             return false
@@ -46,6 +49,7 @@ final class StreamFlow: @unchecked Sendable {
 }
 
 /// One piece of a streamed body, copied out of libcurl's buffer into malloc'ed memory.
+// @unchecked Sendable: immutable; its malloc'ed bytes are written only in init, before the chunk is posted.
 final class StreamChunk: @unchecked Sendable {
     let bytes: UnsafeMutablePointer<UInt8>
     let count: Int
@@ -148,7 +152,7 @@ struct OutputFile {
     }
 
     private func message(_ what: String, reason: String) -> String {
-        "\(what) \(String(cString: path)): \(reason)"
+        "\(what) \(decodeCString(path)): \(reason)"
     }
 }
 

@@ -2,6 +2,7 @@ import Glibc
 
 /// A mutex with a condition variable (pthread), for state shared between the caller's threads,
 /// the engine thread and the delivery thread.
+// @unchecked Sendable: it is the protection (a pthread mutex and condition); its pointers never change.
 final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -70,8 +71,11 @@ final class Monitor: @unchecked Sendable {
 }
 
 /// Starts a joinable thread running `body`; nil when the system refuses.
-func startThread(_ body: @escaping () -> Void) -> pthread_t? {
-    final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
+    final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
     let box = Unmanaged.passRetained(Box(body)).toOpaque()
     var thread = pthread_t()
     let created = pthread_create(&thread, nil, { box in
@@ -87,6 +91,8 @@ func startThread(_ body: @escaping () -> Void) -> pthread_t? {
 }
 
 /// A plain pthread mutex, for state that is never waited on.
+// @unchecked Sendable: it is the protection (a pthread mutex; held across the fork handlers, which
+// a Mutex cannot be).
 final class Lock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
@@ -156,6 +162,8 @@ enum CallbackContext {
 
 /// A growable byte buffer in malloc'ed memory, whose address is stable once it stops growing, so
 /// that C callers can borrow it. Allocation failure is reported, never a trap.
+// @unchecked Sendable: a request's body is written only while the request is new (under its striped
+// lock), then only read; a transfer's buffers stay on the engine thread; `empty` is never written.
 final class ByteBuffer: @unchecked Sendable {
     private(set) var base: UnsafeMutablePointer<UInt8>?
     private(set) var count = 0
@@ -239,7 +247,8 @@ func mallocCString<Bytes: Collection>(_ bytes: Bytes) -> UnsafeMutablePointer<CC
 }
 
 /// A static empty C string.
-let emptyCString: UnsafePointer<CChar> = {
+// nonisolated(unsafe): set once at its lazy (thread-safe) initialization; its byte is never written after.
+nonisolated(unsafe) let emptyCString: UnsafePointer<CChar> = {
     let p = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
     p.pointee = 0
     return UnsafePointer(p)
@@ -250,6 +259,11 @@ typealias CString = [CChar]
 
 func copyCString(_ pointer: UnsafePointer<CChar>) -> CString {
     Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
+}
+
+/// The text of a C string copy, up to its NUL (invalid UTF-8 repaired, as `String(cString:)` does).
+func decodeCString(_ string: CString) -> String {
+    String(decoding: string.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// The bytes of a C string, or nil for NULL.

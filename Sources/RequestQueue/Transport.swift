@@ -137,6 +137,7 @@ extension Request {
 }
 
 /// A queue's defaults request and cookie jar, made on first use.
+// @unchecked Sendable: every `var` under `lock`.
 final class QueueTransport: @unchecked Sendable {
     private let lock = Lock()
     private var defaultsRequest: Request?
@@ -219,6 +220,7 @@ final class QueueTransport: @unchecked Sendable {
 
 /// A libcurl share of cookies, used by every transfer of a queue that asks for cookies and by the
 /// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex).
+// @unchecked Sendable: libcurl locks `share` through the shim's mutex; `easy` is used under `lock`.
 final class CookieJar: @unchecked Sendable {
     let share: UnsafeMutableRawPointer
     /// An easy handle on the share for the API's reads and writes, under `lock`.
@@ -299,7 +301,7 @@ final class CookieJar: @unchecked Sendable {
 /// its DNS cache, which later requests of the queue would use.
 enum ResolveOverrides {
     static let lock = Lock()
-    nonisolated(unsafe) static var hosts = Set<[UInt8]>()
+    nonisolated(unsafe) static var hosts = Set<[UInt8]>() // under `lock`
 }
 
 /// The default User-Agent: "librequestqueue/<version> libcurl/<version>".

@@ -91,8 +91,8 @@ import Testing
         let q = try makeQueue()
         defer { _ = rq_queue_free(q) }
         let rec = Recorder()
-        let retained = Locked<OpaquePointer?>(nil)
-        rec.streams.onHead = { _, _, head in retained.mutate { $0 = rq_response_retain(head) } }
+        let retained = Locked(Handle(nil))
+        rec.streams.onHead = { _, _, head in retained.mutate { $0 = Handle(rq_response_retain(head)) } }
         let r = try rec.streamingRequest(fixture.url("/hold?key=\(g)&n=5000&group=\(g)"), tag: "r", head: true)
         #expect(addAndRelease(q, r) == RQ_OK)
         let deadline = Date().addingTimeInterval(10)
@@ -106,7 +106,7 @@ import Testing
         #expect(s.sequence == ["head 200", "chunk", "done"])
         #expect(s.bytes == FixturePattern.bytes(0, 5000))
         // A retained head stays readable after its callback.
-        let head = try #require(retained.value)
+        let head = try #require(retained.value.pointer)
         #expect(rq_response_status(head) == 200)
         #expect(rq_response_header(head, "content-length").map { String(cString: $0) } == "5000")
         rq_response_release(head)

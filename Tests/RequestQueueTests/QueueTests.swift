@@ -1,6 +1,7 @@
 import CRequestQueueAPI
 import Foundation
 import RequestQueue
+import Synchronization
 import Testing
 
 /// Ordering, limits, suspension, duplicates and cancellation, observed by the server and in callbacks.
@@ -414,10 +415,17 @@ import Testing
 }
 
 /// A value behind a lock, for tests that collect from callbacks.
-final class Locked<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T
-    init(_ value: T) { stored = value }
-    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
-    func mutate(_ body: (inout T) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+final class Locked<T: Sendable>: Sendable {
+    private let stored: Mutex<T>
+    init(_ value: T) { stored = Mutex(value) }
+    var value: T { stored.withLock { $0 } }
+    func mutate(_ body: (inout T) -> Void) { stored.withLock { body(&$0) } }
+}
+
+/// A library handle carried across threads as its address: the header allows calls on a handle
+/// from any thread, and an address, unlike a C pointer, is Sendable.
+struct Handle: Sendable, Equatable {
+    private let address: UInt
+    init(_ pointer: OpaquePointer?) { address = UInt(bitPattern: pointer) }
+    var pointer: OpaquePointer? { OpaquePointer(bitPattern: address) }
 }

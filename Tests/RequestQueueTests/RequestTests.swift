@@ -190,34 +190,26 @@ import Testing
     /// rq_response_retain: the response, its strings and its body stay valid after the callback
     /// returned and the queue was freed, read from two threads at once, until rq_response_release.
     @Test func aRetainedResponseOutlivesItsCallbackAndItsQueue() throws {
-        final class Kept: @unchecked Sendable {
-            let lock = NSLock()
-            var response: OpaquePointer?
-        }
-        let kept = Kept()
+        let kept = Locked(Handle(nil))
         let q = try makeQueue()
         var r: OpaquePointer?
         try #require(rq_request_new(fixture.url("/bytes?n=300&header=X-Kept:yes"), &r) == RQ_OK)
         #expect(rq_request_set_completion(r, { context, _, response in
-            let kept = Unmanaged<Kept>.fromOpaque(context!).takeUnretainedValue()
-            kept.lock.lock()
-            kept.response = rq_response_retain(response)
-            kept.lock.unlock()
-        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Kept>.fromOpaque(context!).release() }) == RQ_OK)
+            let kept = Unmanaged<Locked<Handle>>.fromOpaque(context!).takeUnretainedValue()
+            kept.mutate { $0 = Handle(rq_response_retain(response)) }
+        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Locked<Handle>>.fromOpaque(context!).release() }) == RQ_OK)
         #expect(addAndRelease(q, r) == RQ_OK)
         #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
         #expect(rq_queue_free(q) == RQ_OK)
-        kept.lock.lock()
-        let response = kept.response
-        kept.lock.unlock()
-        try #require(response != nil)
+        let retained = kept.value
+        try #require(retained.pointer != nil)
         let url = fixture.url("/bytes?n=300&header=X-Kept:yes")
         let reads = DispatchQueue(label: "reads", attributes: .concurrent)
         let group = DispatchGroup()
-        let results = NSLock()
-        var seen: [String] = []
+        let seen = Locked<[String]>([])
         for _ in 0..<2 {
             reads.async(group: group) {
+                let response = retained.pointer
                 var size = 0
                 let body = rq_response_body(response, &size)
                 var m = rq_metrics()
@@ -230,17 +222,15 @@ import Testing
                     String(cString: rq_response_error_message(response)),
                     "\(rq_response_metrics(response, &m) == RQ_OK && m.bytes_down == 300)",
                 ].joined(separator: "|")
-                results.lock()
-                seen.append(line)
-                results.unlock()
+                seen.mutate { $0.append(line) }
             }
         }
         group.wait()
         let expected = "200 300 \(Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)[299 % 36])|yes|true|\(url)||true"
-        #expect(seen == [expected, expected])
+        #expect(seen.value == [expected, expected])
         #expect(rq_response_retain(nil) == nil)
         rq_response_release(nil)
-        rq_response_release(response)
+        rq_response_release(retained.pointer)
     }
 
     @Test func downloadProgressIsMonotonicAndEndsWithAFinalCall() throws {
@@ -311,7 +301,8 @@ import Testing
         // The handler returned without answering; the request still holds its slot.
         #expect(count(q) == 1)
         let answered = Locked<rq_result>(RQ_ERR_INTERNAL_TEST)
-        let thread = Thread { answered.mutate { $0 = rq_auth_use_credential(first.challenge, "user", "wrong") } }
+        let challenge = Handle(first.challenge)
+        let thread = Thread { answered.mutate { $0 = rq_auth_use_credential(challenge.pointer, "user", "wrong") } }
         thread.start()
         #expect(rec.waitForChallenges(2))
         #expect(answered.value == RQ_OK)

@@ -504,7 +504,7 @@ extension Fixture {
 
 /// A second fixture server speaking HTTPS, with a self-signed certificate for 127.0.0.1 made with
 /// the openssl command (nil when it cannot start).
-final class TLSFixture: @unchecked Sendable {
+final class TLSFixture: Sendable {
     static let shared: TLSFixture? = TLSFixture()
 
     let port: Int

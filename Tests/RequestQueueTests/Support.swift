@@ -6,7 +6,7 @@ import Testing
 /// The fixture HTTP server (Tests/Fixtures/fixture_server.py), started once for the whole run on
 /// an ephemeral port of 127.0.0.1. Tests tell their requests apart with `group` and `id` query
 /// parameters and read what the server saw from its log.
-final class Fixture: @unchecked Sendable {
+final class Fixture: Sendable {
     static let shared = Fixture()
 
     let port: Int
@@ -134,16 +134,25 @@ struct ProgressCall: Sendable {
 }
 
 /// Collects every callback of the requests made through it.
+// @unchecked Sendable: every stored var under `lock` (an NSCondition, which Mutex cannot replace).
 final class Recorder: @unchecked Sendable {
     private let lock = NSCondition()
     private(set) var completionsStore: [Completion] = []
     private(set) var progressStore: [ProgressCall] = []
     private(set) var finalized: [String] = []
     private(set) var challenges: [(tag: String, challenge: OpaquePointer?, failures: UInt32, status: Int)] = []
+    private var completionHook: ((Completion, OpaquePointer?) -> Void)?
+    private var challengeHook: ((String, OpaquePointer?, UInt32) -> Void)?
     /// Called inside completion callbacks (on the delivering thread).
-    var onCompletion: ((Completion, OpaquePointer?) -> Void)?
+    var onCompletion: ((Completion, OpaquePointer?) -> Void)? {
+        get { lock.lock(); defer { lock.unlock() }; return completionHook }
+        set { lock.lock(); completionHook = newValue; lock.unlock() }
+    }
     /// Called inside auth callbacks; when nil the challenge is only recorded.
-    var onChallenge: ((String, OpaquePointer?, UInt32) -> Void)?
+    var onChallenge: ((String, OpaquePointer?, UInt32) -> Void)? {
+        get { lock.lock(); defer { lock.unlock() }; return challengeHook }
+        set { lock.lock(); challengeHook = newValue; lock.unlock() }
+    }
 
     var completions: [Completion] { lock.lock(); defer { lock.unlock() }; return completionsStore }
     var progress: [ProgressCall] { lock.lock(); defer { lock.unlock() }; return progressStore }
@@ -315,6 +324,7 @@ enum FixturePattern {
 }
 
 /// What the body callbacks (and metrics) of one recorder's requests received, per tag.
+// @unchecked Sendable: every stored var under `lock`.
 final class StreamLog: @unchecked Sendable {
     struct Stream {
         /// The bytes of the current body (since the last chunk at offset 0), if kept.
@@ -350,15 +360,33 @@ final class StreamLog: @unchecked Sendable {
 
     private let lock = NSLock()
     private var streams: [String: Stream] = [:]
-    /// Whether chunk bytes are kept (not for huge bodies).
-    var keepBytes = true
-    /// Runs after each chunk is recorded (tag, stream so far); its result is the callback's.
-    var onChunk: ((String, Stream) -> Int32)?
-    /// Runs inside the completion callback with the borrowed response, before it is recorded.
-    var onResponse: ((String, OpaquePointer?) -> Void)?
+    private var keep = true
+    private var chunkHook: ((String, Stream) -> Int32)?
+    private var responseHook: ((String, OpaquePointer?) -> Void)?
+    private var headHook: ((String, Stream, OpaquePointer?) -> Void)?
 
+    private func locked<T>(_ body: () -> T) -> T { lock.lock(); defer { lock.unlock() }; return body() }
+
+    /// Whether chunk bytes are kept (not for huge bodies).
+    var keepBytes: Bool {
+        get { locked { keep } }
+        set { locked { keep = newValue } }
+    }
+    /// Runs after each chunk is recorded (tag, stream so far); its result is the callback's.
+    var onChunk: ((String, Stream) -> Int32)? {
+        get { locked { chunkHook } }
+        set { locked { chunkHook = newValue } }
+    }
+    /// Runs inside the completion callback with the borrowed response, before it is recorded.
+    var onResponse: ((String, OpaquePointer?) -> Void)? {
+        get { locked { responseHook } }
+        set { locked { responseHook = newValue } }
+    }
     /// Runs after each head is recorded (tag, stream so far), with the borrowed head.
-    var onHead: ((String, Stream, OpaquePointer?) -> Void)?
+    var onHead: ((String, Stream, OpaquePointer?) -> Void)? {
+        get { locked { headHook } }
+        set { locked { headHook = newValue } }
+    }
 
     fileprivate func recordHead(_ tag: String, _ response: OpaquePointer?) {
         var size = 0
@@ -378,7 +406,7 @@ final class StreamLog: @unchecked Sendable {
         s.heads.append(head)
         s.sequence.append("head \(head.status)")
         streams[tag] = s
-        let hook = onHead
+        let hook = headHook
         lock.unlock()
         hook?(tag, s, response)
     }
@@ -395,14 +423,14 @@ final class StreamLog: @unchecked Sendable {
         }
         if offset != s.count { s.contiguous = false }
         if !FixturePattern.matches(data, at: offset) { s.matchesPattern = false }
-        if keepBytes { s.bytes.append(contentsOf: data) }
+        if keep { s.bytes.append(contentsOf: data) }
         s.count = offset + UInt64(data.count)
         s.totalReceived += UInt64(data.count)
         s.calls += 1
         if s.sequence.last != "chunk" { s.sequence.append("chunk") }
         s.threads.insert(UInt(bitPattern: Int(pthread_self())))
         streams[tag] = s
-        let hook = onChunk
+        let hook = chunkHook
         lock.unlock()
         return hook?(tag, s) ?? 0
     }

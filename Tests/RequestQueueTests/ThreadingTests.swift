@@ -146,15 +146,16 @@ import Testing
         let okCancels = Locked(0)
         let start = DispatchSemaphore(value: 0)
         let group = DispatchGroup()
-        let shared = handles
+        let shared = handles.map(Handle.init)
+        let queue = Handle(q)
         for t in 0..<4 {
             DispatchQueue.global().async(group: group) {
                 start.wait()
                 var rng = SystemRandomNumberGenerator()
                 for _ in 0..<300 {
-                    let r = shared[Int.random(in: 0..<total, using: &rng)]
+                    let r = shared[Int.random(in: 0..<total, using: &rng)].pointer
                     if rq_cancel(r) == RQ_OK { okCancels.mutate { $0 += 1 } }
-                    if t == 0, Int.random(in: 0..<50, using: &rng) == 0 { _ = rq_queue_set_max_concurrent(q, Int.random(in: 1...8, using: &rng)) }
+                    if t == 0, Int.random(in: 0..<50, using: &rng) == 0 { _ = rq_queue_set_max_concurrent(queue.pointer, Int.random(in: 1...8, using: &rng)) }
                 }
             }
         }

@@ -3,7 +3,7 @@
 // codings, the header budget and the progress arithmetic. Built by scripts/test-reliability (step
 // fuzz-server) together with the Core's sources into one module:
 //
-//   swiftc -parse-as-library -sanitize=fuzzer,address -module-name RequestQueueCore \
+//   swiftc -swift-version 6 -parse-as-library -sanitize=fuzzer,address -module-name RequestQueueCore \
 //       Sources/RequestQueueCore/*.swift Tests/reliability/fuzz_server_data.swift -o fuzz_server_data
 //
 // The first byte of an input picks the parser; the rest is what a server would send. A trap (an
