@@ -10,7 +10,8 @@ from ._encoding import DataInput, FilesInput, ParamsInput
 from ._types import HeadersInput, Outcome, Priority
 
 if TYPE_CHECKING:
-    from ._core import AuthCallback, BodyCallback, BodyInput, CompleteCallback, PathInput, ProgressCallback
+    from ._convert import PathInput
+    from ._request import AuthCallback, BodyCallback, BodyInput, CompleteCallback, ProgressCallback
 
 __all__ = ["RequestOptions"]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from ._errors import InvalidArgumentError
+from ._convert import _UINT32_MAX, _UINT64_MAX, _cstring, _header_pairs, _path, _seconds, _uint
+from ._errors import InvalidArgumentError, InvalidHeaderError
 from ._native import check, ffi, lib
 
 __all__ = ["Cookie", "TRANSPORT_OPTIONS", "DEFAULT_OPTIONS", "apply_transport", "apply_defaults", "parse_cookies"]
@@ -46,8 +47,6 @@ _INT64_MAX = (1 << 63) - 1
 
 def _convert(name: str, value: Any) -> List[Any]:
     """The values to pass for one option (resolve: one per entry)."""
-    from ._core import _cstring, _path  # (here: _core imports this module)
-
     kind = _OPTIONS[name][1]
     if name == "tls_min_version":
         if value not in _TLS_VERSIONS:
@@ -104,15 +103,13 @@ DEFAULT_OPTIONS = ("headers", "timeout", "connect_timeout", "idle_timeout", "aut
 def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
     """Configures a queue's defaults request (``rq_queue_get_defaults``) from a mapping of Request
     keyword arguments (those of DEFAULT_OPTIONS)."""
-    from ._core import Request, _cstring, _path, _uint, _UINT32_MAX, _UINT64_MAX
-    from ._errors import InvalidHeaderError
 
     unknown = [k for k in defaults if k not in DEFAULT_OPTIONS]
     if unknown:
         raise TypeError(f"defaults cannot hold {', '.join(map(repr, unknown))}; "
                         f"allowed: {', '.join(DEFAULT_OPTIONS)}")
     d = dict(defaults)
-    for name, value in Request._header_pairs(d.pop("headers", None)):
+    for name, value in _header_pairs(d.pop("headers", None)):
         value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}", InvalidHeaderError)
         check(lib.rq_request_set_header(handle, _cstring(name, "header name", InvalidHeaderError), value_arg),
               f"invalid header {name!r}")
@@ -122,7 +119,7 @@ def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
                         ("retry_delay", lib.rq_request_set_retry_delay)):
         value = d.pop(key, None)
         if value is not None:
-            check(setter(handle, Request._seconds(value, key)), f"{key}={value!r}")
+            check(setter(handle, _seconds(value, key)), f"{key}={value!r}")
     auth = d.pop("auth", None)
     if auth is not None:
         if not (isinstance(auth, tuple) and len(auth) == 2):
@@ -148,8 +145,6 @@ def check_queue_settings(defaults: Optional[Mapping[str, Any]], max_connections:
                          max_host_connections: int) -> None:
     """Raises for bad queue settings before the queue exists: the defaults are tried on a
     request that is never sent."""
-    from ._core import _uint
-
     _uint(max_connections, "max_connections", 100000)
     _uint(max_host_connections, "max_host_connections", 100000)
     if defaults:

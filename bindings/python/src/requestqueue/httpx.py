@@ -55,7 +55,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("requestqueue.httpx needs httpx: pip install httpx") from exc
 
-from ._core import AsyncQueue, PathInput, Queue, RateLimitInput, Request
+from ._async_queue import AsyncQueue
+from ._convert import PathInput, RateLimitInput
+from ._queues import Queue
+from ._request import Request
 from ._errors import (
     BodyRestartedError,
     HTTPStatusError,
