@@ -368,6 +368,8 @@ def test_failed_construction_does_not_leak_or_warn():
         for _ in range(20):
             with pytest.raises(rq.InvalidArgumentError):
                 rq.Queue(rate_limit=(1, 1e9))    # checked by the library, after the queue exists
+            with pytest.raises(rq.InvalidArgumentError):
+                rq.Queue(max_connections=100001)  # likewise
         gc.collect()
         runtime._wait_for_reaper()
         assert len(os.listdir("/proc/self/task")) == tasks

@@ -8,13 +8,18 @@ import os
 from typing import Any, List, Optional, Tuple, Union
 
 from ._errors import InvalidArgumentError
+from ._native import ffi
 from ._types import Duplicates, HeadersInput, Order, Priority, RateLimit
 
 PathInput = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 RateLimitInput = Union[RateLimit, Tuple[int, float], Tuple[int, float, bool], None]
 
+# The ranges of the C types of the library's parameters.
 _UINT32_MAX = 0xFFFFFFFF
 _UINT64_MAX = 0xFFFFFFFFFFFFFFFF
+_SIZE_MAX = (1 << (8 * ffi.sizeof("size_t"))) - 1
+_INT_MIN, _INT_MAX = -(1 << (8 * ffi.sizeof("int") - 1)), (1 << (8 * ffi.sizeof("int") - 1)) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _cstring(value: Union[str, bytes], what: str, error: type) -> bytes:
@@ -41,25 +46,32 @@ def _path(value: PathInput, what: str) -> bytes:
     return data
 
 
-def _uint(value: int, name: str, maximum: int) -> int:
+def _cint(value: int, name: str, minimum: int, maximum: int, error: type = TypeError) -> int:
+    """An int that the C parameter's type can hold (`error` for another type). Whether the library
+    accepts the value is its own check (RQ_ERR_INVALID_ARGUMENT, with its reason)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 0 or value > maximum:
-        raise InvalidArgumentError(f"{name} must be between 0 and {maximum}, not {value}")
+        raise error(f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum or value > maximum:
+        raise InvalidArgumentError(f"{name} must be between {minimum} and {maximum}, not {value}")
     return value
 
 
-def _parse_priority(value: Union[Priority, int, str]) -> Priority:
-    try:
-        if isinstance(value, str):
-            return Priority[value.upper()]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"priority must be a Priority, an int or a name, not {type(value).__name__}")
-        return Priority(value)
-    except (KeyError, ValueError):
-        names = ", ".join(repr(p.name.lower()) for p in Priority)
-        low, high = min(Priority).value, max(Priority).value
-        raise InvalidArgumentError(f"priority must be one of {names} ({low} to {high}), not {value!r}") from None
+def _uint(value: int, name: str, maximum: int, error: type = TypeError) -> int:
+    """An int that an unsigned C parameter of at most `maximum` can hold (see _cint)."""
+    return _cint(value, name, 0, maximum, error)
+
+
+def _parse_priority(value: Union[Priority, int, str]) -> int:
+    """The rq_priority of a Priority, an int or a level's name (the library checks the level)."""
+    if isinstance(value, str):
+        try:
+            return int(Priority[value.upper()])
+        except KeyError:
+            names = ", ".join(repr(p.name.lower()) for p in Priority)
+            raise InvalidArgumentError(f"priority must be one of {names} or an int, not {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"priority must be a Priority, an int or a name, not {type(value).__name__}")
+    return _cint(value, "priority", _INT_MIN, _INT_MAX)
 
 
 def _decode(data: bytes) -> str:
@@ -90,24 +102,10 @@ def _parse_duplicates(value: Union[Duplicates, str]) -> Duplicates:
             f"duplicates must be 'cancel_earlier', 'allow' or 'coalesce', not {value!r}") from None
 
 
-def _check_max_concurrent(value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_concurrent must be an int, not {type(value).__name__}")
-    if value < 0 or value > 2**63:
-        raise InvalidArgumentError(f"max_concurrent must be >= 0 (0 = unlimited), not {value}")
-
-
 def _tag(tag: str) -> bytes:
     if not isinstance(tag, str):
         raise TypeError(f"tag must be str, not {type(tag).__name__}")
     return _cstring(tag, "tag", InvalidArgumentError)
-
-
-def _check_max_per_host(value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_per_host must be an int, not {type(value).__name__}")
-    if value < 0 or value > 2**63:
-        raise InvalidArgumentError(f"max_per_host must be >= 0 (0 = no per-host limit), not {value}")
 
 
 def _parse_rate_limit(value: RateLimitInput) -> Optional[RateLimit]:

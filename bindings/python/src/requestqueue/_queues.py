@@ -17,13 +17,13 @@ from . import _runtime, _transport
 from ._convert import (
     PathInput,
     RateLimitInput,
-    _check_max_concurrent,
-    _check_max_per_host,
+    _SIZE_MAX,
     _parse_duplicates,
     _parse_order,
     _parse_rate_limit,
     _path,
     _tag,
+    _uint,
 )
 from ._errors import AlreadyAddedError, QueueClosedError, WaitTimeoutError, WouldDeadlockError
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM, RQ_ERR_WOULD_DEADLOCK, check, ffi, lib
@@ -63,8 +63,8 @@ class _QueueBase:
     ) -> None:
         order = _parse_order(mode)
         dup = _parse_duplicates(duplicates)
-        _check_max_concurrent(max_concurrent)
-        _check_max_per_host(max_per_host)
+        _uint(max_concurrent, "max_concurrent", _SIZE_MAX)
+        _uint(max_per_host, "max_per_host", _SIZE_MAX)
         limit = _parse_rate_limit(rate_limit)
         _transport.check_queue_settings(defaults, max_connections, max_host_connections)
         self._closed = True  # until fully set up, so that a failure below leaves nothing to free
@@ -97,6 +97,8 @@ class _QueueBase:
                 self.rate_limit = limit
             if suspended:
                 self.suspend()
+            if defaults or max_connections or max_host_connections:
+                _transport.apply_queue_settings(self._ptr, defaults, max_connections, max_host_connections)
         except BaseException:
             self._closed = True
             lib.rq_queue_free(self._ptr)
@@ -107,14 +109,6 @@ class _QueueBase:
             self._ptr, _runtime._pid, type(self).__name__, filename, lineno, allocated))
         self._finalizer.atexit = False
         _open_queues.add(self)
-        if defaults or max_connections or max_host_connections:
-            try:
-                _transport.apply_queue_settings(self._ptr, defaults, max_connections, max_host_connections)
-            except BaseException:
-                self._closed = True
-                lib.rq_queue_free(self._ptr)
-                _open_queues.discard(self)
-                raise
 
     # -- settings ----------------------------------------------------------------------------------
 
@@ -165,8 +159,8 @@ class _QueueBase:
 
     @max_concurrent.setter
     def max_concurrent(self, value: int) -> None:
-        _check_max_concurrent(value)
-        self._check(lib.rq_queue_set_max_concurrent(self._q("max_concurrent"), value), "max_concurrent")
+        self._check(lib.rq_queue_set_max_concurrent(self._q("max_concurrent"), _uint(value, "max_concurrent", _SIZE_MAX)),
+                    "max_concurrent")
 
     @property
     def mode(self) -> Order:
@@ -204,8 +198,8 @@ class _QueueBase:
 
     @max_per_host.setter
     def max_per_host(self, value: int) -> None:
-        _check_max_per_host(value)
-        self._check(lib.rq_queue_set_max_per_host(self._q("max_per_host"), value), "max_per_host")
+        self._check(lib.rq_queue_set_max_per_host(self._q("max_per_host"), _uint(value, "max_per_host", _SIZE_MAX)),
+                    "max_per_host")
 
     @property
     def rate_limit(self) -> Optional[RateLimit]:

@@ -30,6 +30,9 @@ from ._convert import (
     PathInput,
     _UINT32_MAX,
     _UINT64_MAX,
+    _INT_MAX,
+    _INT_MIN,
+    _cint,
     _cstring,
     _header_pairs,
     _note,
@@ -339,11 +342,9 @@ class Request:
             self._call(lib.rq_request_set_retry_outcomes, array, len(codes),
                        what=f"retry_outcomes={codes!r}")
         if max_attempts is not None:
-            if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 0:
-                raise InvalidArgumentError(f"max_attempts must be an int >= 0, not {max_attempts!r}")
-            if max_attempts > 0xFFFFFFFF:
-                raise InvalidArgumentError(f"max_attempts is too large: {max_attempts}")
-            self._call(lib.rq_request_set_max_attempts, max_attempts, what=f"max_attempts={max_attempts}")
+            self._call(lib.rq_request_set_max_attempts,
+                       _uint(max_attempts, "max_attempts", _UINT32_MAX, InvalidArgumentError),
+                       what=f"max_attempts={max_attempts}")
         if retry_backoff is not None or retry_max_delay is not None or retry_jitter is not None:
             multiplier = 1.0 if retry_backoff is None else _number(retry_backoff, "retry_backoff")
             max_delay = 0.0 if retry_max_delay is None else _seconds(retry_max_delay, "retry_max_delay")
@@ -352,11 +353,8 @@ class Request:
                        what=(f"retry_backoff={multiplier!r} (1 to 100), retry_max_delay={max_delay!r}, "
                              f"retry_jitter={jitter!r} (0 to 1)"))
         if retry_statuses is not None:
-            statuses = list(retry_statuses)
-            for status in statuses:
-                if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
-                    raise InvalidArgumentError(f"retry_statuses must be HTTP statuses from 400 to 599, "
-                                               f"not {status!r}")
+            statuses = [_cint(status, "retry_statuses", _INT_MIN, _INT_MAX, InvalidArgumentError)
+                        for status in retry_statuses]
             array = ffi.new("int[]", statuses) if statuses else ffi.NULL
             self._call(lib.rq_request_set_retry_statuses, array, len(statuses),
                        what=f"retry_statuses={statuses!r}")
@@ -364,8 +362,8 @@ class Request:
             self._call(lib.rq_request_set_retry_non_idempotent, 1, what="retry_non_idempotent")
         if priority is not _NORMAL:  # (the library's default)
             level = _parse_priority(priority)
-            if level is not _NORMAL:
-                self._call(lib.rq_request_set_priority, int(level), what=f"priority={priority!r}")
+            if level != _NORMAL:
+                self._call(lib.rq_request_set_priority, level, what=f"priority={priority!r}")
         if tag is not None:
             if not isinstance(tag, str):
                 raise TypeError(f"tag must be str, not {type(tag).__name__}")
@@ -475,7 +473,7 @@ class Request:
         level = _parse_priority(value)
         if self._queue is not None and self._queue._abandoned:
             raise QueueClosedError("priority: the request belongs to another process")
-        check(lib.rq_request_set_priority(self._handle, int(level)), f"priority={value!r}")
+        check(lib.rq_request_set_priority(self._handle, level), f"priority={value!r}")
 
     # -- streaming ---------------------------------------------------------------------------------
 

@@ -7,14 +7,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from ._convert import _UINT32_MAX, _UINT64_MAX, _cstring, _header_pairs, _path, _seconds, _uint
+from ._convert import (
+    _INT64_MAX,
+    _INT64_MIN,
+    _SIZE_MAX,
+    _UINT32_MAX,
+    _UINT64_MAX,
+    _cint,
+    _cstring,
+    _header_pairs,
+    _path,
+    _seconds,
+    _uint,
+)
 from ._errors import InvalidArgumentError, InvalidHeaderError
 from ._native import check, ffi, lib
 
 __all__ = ["Cookie", "TRANSPORT_OPTIONS", "DEFAULT_OPTIONS", "apply_transport", "apply_defaults", "parse_cookies"]
 
-# name -> (option, kind): "bool", "int", "str", "path"; tls_min_version, http_version, ip_version,
-# no_proxy and resolve are converted first.
+# name -> (option, kind): "bool", "int", "str", "path"; tls_min_version, http_version, no_proxy
+# and resolve are converted first.
 _OPTIONS: Dict[str, Any] = {
     "decode_content": ("RQ_OPTION_DECODE_CONTENT", "bool"),
     "user_agent": ("RQ_OPTION_USER_AGENT", "str"),
@@ -42,7 +54,6 @@ _OPTIONS: Dict[str, Any] = {
 TRANSPORT_OPTIONS = tuple(_OPTIONS)
 _TLS_VERSIONS = {"1.0": 10, "1.1": 11, "1.2": 12, "1.3": 13}
 _HTTP_VERSIONS = {"1.1": 11, "2": 0, "2-prior-knowledge": 20}
-_INT64_MAX = (1 << 63) - 1
 
 
 def _convert(name: str, value: Any) -> List[Any]:
@@ -57,10 +68,6 @@ def _convert(name: str, value: Any) -> List[Any]:
             raise InvalidArgumentError(f"http_version must be one of {', '.join(map(repr, _HTTP_VERSIONS))}, "
                                        f"not {value!r}")
         return [_HTTP_VERSIONS[value]]
-    if name == "ip_version":
-        if value not in (4, 6):
-            raise InvalidArgumentError(f"ip_version must be 4 or 6 (None for either), not {value!r}")
-        return [value]
     if name == "no_proxy" and not isinstance(value, (str, bytes)):
         value = ",".join(value)
     if name == "resolve":
@@ -71,11 +78,7 @@ def _convert(name: str, value: Any) -> List[Any]:
             raise TypeError(f"{name} must be True or False, not {value!r}")
         return [int(value)]
     if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if not 0 <= value <= _INT64_MAX:
-            raise InvalidArgumentError(f"{name} must be >= 0, not {value}")
-        return [value]
+        return [_cint(value, name, _INT64_MIN, _INT64_MAX)]
     if kind == "path":
         return [_path(value, name)]
     return [_cstring(value, name, InvalidArgumentError)]
@@ -145,8 +148,8 @@ def check_queue_settings(defaults: Optional[Mapping[str, Any]], max_connections:
                          max_host_connections: int) -> None:
     """Raises for bad queue settings before the queue exists: the defaults are tried on a
     request that is never sent."""
-    _uint(max_connections, "max_connections", 100000)
-    _uint(max_host_connections, "max_host_connections", 100000)
+    _uint(max_connections, "max_connections", _SIZE_MAX)
+    _uint(max_host_connections, "max_host_connections", _SIZE_MAX)
     if defaults:
         out = ffi.new("rq_request **")
         check(lib.rq_request_new(b"http://defaults.invalid/", out), "defaults")
