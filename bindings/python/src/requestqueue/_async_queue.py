@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Set, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-from ._convert import RateLimitInput
 from ._errors import InvalidStateError, QueueClosedError, WaitTimeoutError, WouldDeadlockError
 from ._native import RQ_ERR_WOULD_DEADLOCK, check, ffi, lib
 from ._options import RequestOptions
 from ._queues import _QueueBase, _check_fetchable
 from ._request import Request
 from ._runtime import _drain, _releases
-from ._types import Duplicates, Order, Response
+from ._types import Response
 
 __all__ = ["AsyncQueue", "STREAM_BUFFER_LIMIT"]
 
@@ -39,20 +38,7 @@ class AsyncQueue(_QueueBase):
 
     _asynchronous = True
 
-    def __init__(
-        self,
-        max_concurrent: int = 2,
-        mode: Union[Order, str] = Order.FIFO,
-        duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
-        suspended: bool = False,
-        *,
-        max_per_host: int = 0,
-        rate_limit: RateLimitInput = None,
-        defaults: Optional[Mapping[str, Any]] = None,
-        max_connections: int = 0,
-        max_host_connections: int = 0,
-    ) -> None:
-        self._closing = False
+    def _set_up(self) -> None:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._reading = False
         self._dispatching = False
@@ -60,8 +46,6 @@ class AsyncQueue(_QueueBase):
         # Requests being iterated whose unread buffer is over STREAM_BUFFER_LIMIT: while there is
         # one, the queue's descriptor is not watched (no callback is delivered).
         self._backlogged: Set[Request] = set()
-        super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit,
-                             defaults, max_connections, max_host_connections)
 
     async def fetch(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error."""

@@ -26,7 +26,7 @@ from ._convert import (
     _uint,
 )
 from ._errors import AlreadyAddedError, QueueClosedError, WaitTimeoutError, WouldDeadlockError
-from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM, RQ_ERR_WOULD_DEADLOCK, check, ffi, lib
+from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM, RQ_ERR_WOULD_DEADLOCK, check, ffi, lib, raise_result
 from ._options import RequestOptions
 from ._request import Request
 from ._runtime import _creation_site, _drain, _open_queues, _registry, _releases, _start_reaper
@@ -55,6 +55,7 @@ class _QueueBase:
         mode: Union[Order, str] = Order.FIFO,
         duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
         suspended: bool = False,
+        *,
         max_per_host: int = 0,
         rate_limit: RateLimitInput = None,
         defaults: Optional[Mapping[str, Any]] = None,
@@ -75,8 +76,12 @@ class _QueueBase:
         if _releases:
             _drain()
         filename, lineno, allocated = _creation_site()
+        self._set_up()
         out = ffi.new("rq_queue **")
-        check(lib.rq_queue_new(lib.RQ_DELIVERY_DISPATCH, out), "Queue()")
+        code = lib.rq_queue_new(lib.RQ_DELIVERY_DISPATCH, out)
+        if code:
+            self._set_up_failed()
+            raise_result(code, "Queue()")
         self._ptr = out[0]
         try:
             fd = ffi.new("int *")
@@ -99,9 +104,11 @@ class _QueueBase:
                 self.suspend()
             if defaults or max_connections or max_host_connections:
                 _transport.apply_queue_settings(self._ptr, defaults, max_connections, max_host_connections)
+            self._ready()
         except BaseException:
             self._closed = True
             lib.rq_queue_free(self._ptr)
+            self._set_up_failed()
             raise
         # Runs inside the garbage collector if the queue is dropped without close(): only hands it
         # to the reaper (see _free_dropped). Not at exit: the atexit hook closes queues itself.
@@ -331,6 +338,15 @@ class _QueueBase:
 
     # -- hooks for the two kinds -------------------------------------------------------------------
 
+    def _set_up(self) -> None:
+        """The kind's own state, made before the library's queue."""
+
+    def _set_up_failed(self) -> None:
+        """Undoes _set_up: the queue could not be made."""
+
+    def _ready(self) -> None:
+        """The kind's own state that needs the library's queue."""
+
     def _before_add(self, request: Request) -> None:
         pass
 
@@ -432,37 +448,24 @@ class Queue(_QueueBase):
     that call. Use it as a context manager, or call :meth:`close`.
     """
 
-    def __init__(
-        self,
-        max_concurrent: int = 2,
-        mode: Union[Order, str] = Order.FIFO,
-        duplicates: Union[Duplicates, str] = Duplicates.CANCEL_EARLIER,
-        suspended: bool = False,
-        *,
-        max_per_host: int = 0,
-        rate_limit: RateLimitInput = None,
-        defaults: Optional[Mapping[str, Any]] = None,
-        max_connections: int = 0,
-        max_host_connections: int = 0,
-    ) -> None:
-        self._closing = False
+    def _set_up(self) -> None:
         self._leading = False  # one thread at a time runs callbacks and polls; the others wait
         self._local = threading.local()
         self._wake_r, self._wake_w = os.pipe()
-        try:
-            super().__init__(max_concurrent, mode, duplicates, suspended, max_per_host, rate_limit,
-                             defaults, max_connections, max_host_connections)
-        except BaseException:
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            raise
+
+    def _set_up_failed(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _ready(self) -> None:
         self._cond = threading.Condition(self._lock)
-        weakref.finalize(self, os.close, self._wake_r).atexit = False
-        weakref.finalize(self, os.close, self._wake_w).atexit = False
         # Only the thread leading the dispatch polls (see _run_until): one poller serves them all.
         self._poller = select.poll()
         self._poller.register(self._fd, select.POLLIN)
         self._poller.register(self._wake_r, select.POLLIN)
+        # (Last: from here on the pipe is closed by these, not by _set_up_failed.)
+        weakref.finalize(self, os.close, self._wake_r).atexit = False
+        weakref.finalize(self, os.close, self._wake_w).atexit = False
 
     def fetch(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
         """Adds a request and waits for it: returns its Response or raises its error
