@@ -106,7 +106,6 @@ DEFAULT_OPTIONS = ("headers", "timeout", "connect_timeout", "idle_timeout", "aut
 def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
     """Configures a queue's defaults request (``rq_queue_get_defaults``) from a mapping of Request
     keyword arguments (those of DEFAULT_OPTIONS)."""
-
     unknown = [k for k in defaults if k not in DEFAULT_OPTIONS]
     if unknown:
         raise TypeError(f"defaults cannot hold {', '.join(map(repr, unknown))}; "
