@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 
 import requestqueue as rq
-import requestqueue._core as core
+import requestqueue._runtime as runtime
 
-from test_lifetime import assert_clean, run_script
+from test_lifetime import WATCH_LIBRARY, assert_clean, run_script
 
 # Watches the library and cffi's lock: every call of the library and every acquisition of cffi's
 # lock made while this thread is inside the garbage collector (between gc.callbacks' "start" and
 # "stop") is counted in IN_GC. Also counts retains/releases and request news/frees, to check that
 # what the collector let go of is released later. report() prints both.
-WATCH = """
-import requestqueue._core as core, requestqueue._native as native
+WATCH = WATCH_LIBRARY + """
+import requestqueue._runtime as runtime, requestqueue._native as native
 IN_GC = []
 collecting = set()
 def on_gc(phase, info):
@@ -61,11 +61,11 @@ class WatchedLock:
         self.acquire()
     def __exit__(self, *exc):
         self.release()
-core.lib = WatchedLib(core.lib)
+watch_library(WatchedLib)
 native.ffi._lock = WatchedLock(native.ffi._lock)
 def report():
     gc.collect()
-    core._drain()
+    runtime._drain()
     print("in gc:", sorted(set(IN_GC)))
     print("unreleased:", COUNTS["rq_response_retain"] - COUNTS["rq_response_release"],
           COUNTS["rq_request_new"] - COUNTS["rq_request_free"])
@@ -253,7 +253,7 @@ def test_stream_and_auth_requests_dropped_under_gc_pressure(server, uid):
 def test_dropped_queues_are_freed(server, uid):
     result = run_script(server, f"""
         import json, select, time, urllib.request, warnings
-        import requestqueue._core as core
+        import requestqueue._runtime as runtime
         warnings.simplefilter("ignore", ResourceWarning)   # asserted by another test
         def resources():
             return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
@@ -285,9 +285,9 @@ def test_dropped_queues_are_freed(server, uid):
             for _ in range(25):
                 shape()
         gc.collect()
-        core._wait_for_reaper()
+        runtime._wait_for_reaper()
         print("after 100 dropped queues:", "baseline" if resources() == baseline else (baseline, resources()))
-        print("open:", len(core._open_queues), "registered:", len(core._registry))
+        print("open:", len(runtime._open_queues), "registered:", len(runtime._registry))
         # Every request the server saw was ended by this process (not by its exit).
         deadline = time.monotonic() + 60
         while still_running() and time.monotonic() < deadline:
@@ -301,7 +301,7 @@ def test_dropped_queues_are_freed(server, uid):
 
 def test_dropped_queue_warns(server):
     gc.collect()  # (queues other tests left to the collector warn now, not below)
-    core._wait_for_reaper()
+    runtime._wait_for_reaper()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         closed = rq.Queue()
@@ -314,7 +314,7 @@ def test_dropped_queue_warns(server):
         dropped.me = dropped
         del closed, dropped
         gc.collect()
-        core._wait_for_reaper()
+        runtime._wait_for_reaper()
     found = [w for w in caught if issubclass(w.category, ResourceWarning) and w.filename == __file__]
     assert len(found) == 1, [str(w.message) for w in found]
     assert (found[0].filename, found[0].lineno) == (__file__, line)
@@ -331,12 +331,12 @@ def test_dropped_queue_warning_shows_where_it_was_made_with_tracemalloc(server, 
             q.me = q
         make()
         gc.collect()
-        core._wait_for_reaper()
+        runtime._wait_for_reaper()
         print("done")
     """
     result = subprocess.run(
         [sys.executable, "-X", "tracemalloc=5", "-W", "always::ResourceWarning", "-c",
-         "import gc, sys\nimport requestqueue as rq, requestqueue._core as core\n" + textwrap.dedent(env_script)],
+         "import gc, sys\nimport requestqueue as rq, requestqueue._runtime as runtime\n" + textwrap.dedent(env_script)],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(rq.__file__).resolve().parent.parent)]
                                                          + [os.environ.get("PYTHONPATH", "")]),
              "REQUESTQUEUE_LIBRARY": rq.LIBRARY_PATH},
@@ -361,15 +361,17 @@ def test_queue_closed_at_exit_does_not_warn(server, uid):
 
 def test_failed_construction_does_not_leak_or_warn():
     gc.collect()
-    core._wait_for_reaper()
+    runtime._wait_for_reaper()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tasks = len(os.listdir("/proc/self/task"))
         for _ in range(20):
             with pytest.raises(rq.InvalidArgumentError):
                 rq.Queue(rate_limit=(1, 1e9))    # checked by the library, after the queue exists
+            with pytest.raises(rq.InvalidArgumentError):
+                rq.Queue(max_connections=100001)  # likewise
         gc.collect()
-        core._wait_for_reaper()
+        runtime._wait_for_reaper()
         assert len(os.listdir("/proc/self/task")) == tasks
     assert [str(w.message) for w in caught
             if issubclass(w.category, ResourceWarning) and w.filename == __file__] == []

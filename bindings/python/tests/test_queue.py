@@ -27,6 +27,11 @@ def test_defaults_and_settings():
         assert (q.max_concurrent, q.mode, q.duplicates) == (0, rq.Order.LIFO, rq.Duplicates.ALLOW)
         with pytest.raises(rq.InvalidArgumentError):
             q.max_concurrent = -1
+        q.max_concurrent = 2**64 - 1  # any size_t: the library counts it as SSIZE_MAX
+        assert q.max_concurrent == 2**63 - 1
+        with pytest.raises(rq.InvalidArgumentError):
+            q.max_concurrent = 2**64  # not a size_t
+        q.max_concurrent = 0
         with pytest.raises(rq.InvalidArgumentError):
             q.mode = "sideways"
         with pytest.raises(rq.InvalidArgumentError):

@@ -10,13 +10,16 @@ import copy
 import dataclasses
 import gc
 import pickle
+import sys
 import threading
 from typing import Any, Dict, List, Set
 
 import pytest
 
 import requestqueue as rq
-import requestqueue._core as core
+import requestqueue._native as native
+import requestqueue._response as response_module
+import requestqueue._runtime as runtime
 
 from conftest import pattern
 
@@ -37,14 +40,14 @@ class CountingLib:
         self.extra_releases = 0
 
     def rq_response_retain(self, ptr: Any) -> Any:
-        address = int(core.ffi.cast("uintptr_t", ptr))
+        address = int(native.ffi.cast("uintptr_t", ptr))
         self._held[address] = self._held.get(address, 0) + 1
         self._ever.add(address)
         self.retained += 1
         return self._lib.rq_response_retain(ptr)
 
     def rq_response_release(self, ptr: Any) -> None:
-        address = int(core.ffi.cast("uintptr_t", ptr))
+        address = int(native.ffi.cast("uintptr_t", ptr))
         if address in self._held:
             self.released += 1
             self._held[address] -= 1
@@ -60,11 +63,14 @@ class CountingLib:
 
 @pytest.fixture
 def counting(monkeypatch):
-    counting = CountingLib(core.lib)
-    monkeypatch.setattr(core, "lib", counting)
+    real = native.lib
+    counting = CountingLib(real)
+    for name, module in list(sys.modules.items()):  # every module of the binding that calls the library
+        if name.startswith("requestqueue.") and getattr(module, "lib", None) is real:
+            monkeypatch.setattr(module, "lib", counting)
     yield counting
     gc.collect()
-    core._drain()  # (what the collector lets go of is released at the next call into the binding)
+    runtime._drain()  # (what the collector lets go of is released at the next call into the binding)
     assert counting.released == counting.retained and counting.extra_releases == 0
 
 
@@ -140,7 +146,7 @@ def test_two_threads_read_the_same_responses(server):
 
 
 def test_responses_dropped_unread_are_released(server, counting):
-    registered = len(core._retained)
+    registered = len(runtime._retained)
     with rq.Queue(max_concurrent=4, duplicates="allow") as q:
         requests = [q.add(server.url("/bytes?n=10")) for _ in range(200)]
         q.wait()
@@ -150,7 +156,7 @@ def test_responses_dropped_unread_are_released(server, counting):
         gc.collect()
         assert counting.released == 0  # never inside the collector: at the next call into the binding
         assert q.count == 0 and counting.released == 200
-    assert len(core._retained) <= registered
+    assert len(runtime._retained) <= registered
 
 
 def test_a_response_read_in_full_is_released_while_it_lives(server, counting):
@@ -182,14 +188,14 @@ def test_copies_and_pickles_never_share_the_library_response(server, counting):
 
 
 def test_a_large_body_is_copied_with_everything_else(server, counting):
-    size = core._EAGER_BODY + 1
+    size = response_module._EAGER_BODY + 1
     with rq.Queue() as q:
         response = q.fetch(server.url(f"/bytes?n={size}"))
-        small = q.fetch(server.url(f"/bytes?n={core._EAGER_BODY}"))
+        small = q.fetch(server.url(f"/bytes?n={response_module._EAGER_BODY}"))
     assert counting.retained == 1  # only the small one
     assert set(vars(response)) == {field.name for field in dataclasses.fields(response)}
     assert response.body == pattern(size) and response.headers["content-length"] == str(size)
-    assert response.metrics.bytes_down == size and small.body == pattern(core._EAGER_BODY)
+    assert response.metrics.bytes_down == size and small.body == pattern(response_module._EAGER_BODY)
 
 
 def test_a_response_made_by_hand_has_every_field_it_was_given(server):

@@ -18,7 +18,9 @@ asyncio::
 
 from __future__ import annotations
 
-from ._core import STREAM_BUFFER_LIMIT, AsyncQueue, AuthChallenge, Queue, Request
+from ._async_queue import STREAM_BUFFER_LIMIT, AsyncQueue
+from ._queues import Queue
+from ._request import AuthChallenge, Request
 from . import _errors
 from ._transport import Cookie
 from ._errors import (

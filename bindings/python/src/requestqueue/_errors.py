@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Optional, Type
 
 if TYPE_CHECKING:
-    from ._core import Request
+    from ._request import Request
     from ._types import Outcome, Response
 
 __all__ = [

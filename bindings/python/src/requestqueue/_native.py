@@ -128,6 +128,12 @@ def load(environ: Mapping[str, str] = os.environ,
 
 ffi, lib, LIBRARY_PATH, HEADER_PATH, HEADER = load()
 
+# The results the binding tells apart before check() (from the header: its enums are in the cdef).
+RQ_ERR_INVALID_HANDLE: int = lib.RQ_ERR_INVALID_HANDLE
+RQ_ERR_NOT_ACTIVE: int = lib.RQ_ERR_NOT_ACTIVE
+RQ_ERR_WOULD_DEADLOCK: int = lib.RQ_ERR_WOULD_DEADLOCK
+RQ_ERR_SYSTEM: int = lib.RQ_ERR_SYSTEM
+
 
 def _string(ptr: Any) -> str:
     return ffi.string(ptr).decode("utf-8", "replace") if ptr != ffi.NULL else ""

@@ -7,13 +7,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from ._errors import InvalidArgumentError
+from ._convert import (
+    _INT64_MAX,
+    _INT64_MIN,
+    _SIZE_MAX,
+    _UINT32_MAX,
+    _UINT64_MAX,
+    _cint,
+    _cstring,
+    _header_pairs,
+    _number,
+    _path,
+    _seconds,
+    _uint,
+)
+from ._errors import InvalidArgumentError, InvalidHeaderError
 from ._native import check, ffi, lib
 
 __all__ = ["Cookie", "TRANSPORT_OPTIONS", "DEFAULT_OPTIONS", "apply_transport", "apply_defaults", "parse_cookies"]
 
-# name -> (option, kind): "bool", "int", "str", "path"; tls_min_version, http_version, ip_version,
-# no_proxy and resolve are converted first.
+# name -> (option, kind): "bool", "int", "str", "path"; tls_min_version, http_version, no_proxy
+# and resolve are converted first.
 _OPTIONS: Dict[str, Any] = {
     "decode_content": ("RQ_OPTION_DECODE_CONTENT", "bool"),
     "user_agent": ("RQ_OPTION_USER_AGENT", "str"),
@@ -41,13 +55,10 @@ _OPTIONS: Dict[str, Any] = {
 TRANSPORT_OPTIONS = tuple(_OPTIONS)
 _TLS_VERSIONS = {"1.0": 10, "1.1": 11, "1.2": 12, "1.3": 13}
 _HTTP_VERSIONS = {"1.1": 11, "2": 0, "2-prior-knowledge": 20}
-_INT64_MAX = (1 << 63) - 1
 
 
 def _convert(name: str, value: Any) -> List[Any]:
     """The values to pass for one option (resolve: one per entry)."""
-    from ._core import _cstring, _path  # (here: _core imports this module)
-
     kind = _OPTIONS[name][1]
     if name == "tls_min_version":
         if value not in _TLS_VERSIONS:
@@ -58,10 +69,6 @@ def _convert(name: str, value: Any) -> List[Any]:
             raise InvalidArgumentError(f"http_version must be one of {', '.join(map(repr, _HTTP_VERSIONS))}, "
                                        f"not {value!r}")
         return [_HTTP_VERSIONS[value]]
-    if name == "ip_version":
-        if value not in (4, 6):
-            raise InvalidArgumentError(f"ip_version must be 4 or 6 (None for either), not {value!r}")
-        return [value]
     if name == "no_proxy" and not isinstance(value, (str, bytes)):
         value = ",".join(value)
     if name == "resolve":
@@ -72,11 +79,7 @@ def _convert(name: str, value: Any) -> List[Any]:
             raise TypeError(f"{name} must be True or False, not {value!r}")
         return [int(value)]
     if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if not 0 <= value <= _INT64_MAX:
-            raise InvalidArgumentError(f"{name} must be >= 0, not {value}")
-        return [value]
+        return [_cint(value, name, _INT64_MIN, _INT64_MAX)]
     if kind == "path":
         return [_path(value, name)]
     return [_cstring(value, name, InvalidArgumentError)]
@@ -105,15 +108,12 @@ DEFAULT_OPTIONS = ("headers", "timeout", "connect_timeout", "idle_timeout", "hea
 def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
     """Configures a queue's defaults request (``rq_queue_get_defaults``) from a mapping of Request
     keyword arguments (those of DEFAULT_OPTIONS)."""
-    from ._core import Request, _cstring, _path, _uint, _UINT32_MAX, _UINT64_MAX
-    from ._errors import InvalidHeaderError
-
     unknown = [k for k in defaults if k not in DEFAULT_OPTIONS]
     if unknown:
         raise TypeError(f"defaults cannot hold {', '.join(map(repr, unknown))}; "
                         f"allowed: {', '.join(DEFAULT_OPTIONS)}")
     d = dict(defaults)
-    for name, value in Request._header_pairs(d.pop("headers", None)):
+    for name, value in _header_pairs(d.pop("headers", None)):
         value_arg = ffi.NULL if value is None else _cstring(value, f"value of header {name!r}", InvalidHeaderError)
         check(lib.rq_request_set_header(handle, _cstring(name, "header name", InvalidHeaderError), value_arg),
               f"invalid header {name!r}")
@@ -124,13 +124,13 @@ def apply_defaults(handle: Any, defaults: Mapping[str, Any]) -> None:
                         ("retry_delay", lib.rq_request_set_retry_delay)):
         value = d.pop(key, None)
         if value is not None:
-            check(setter(handle, Request._seconds(value, key)), f"{key}={value!r}")
+            check(setter(handle, _seconds(value, key)), f"{key}={value!r}")
     low_speed = d.pop("low_speed_limit", None)
     if low_speed is not None:
         if not (isinstance(low_speed, tuple) and len(low_speed) == 2):
             raise TypeError("low_speed_limit must be a (bytes_per_second, seconds) tuple")
-        check(lib.rq_request_set_low_speed_limit(handle, Request._number(low_speed[0], "low_speed_limit bytes_per_second"),
-                                                 Request._seconds(low_speed[1], "low_speed_limit seconds")),
+        check(lib.rq_request_set_low_speed_limit(handle, _number(low_speed[0], "low_speed_limit bytes_per_second"),
+                                                 _seconds(low_speed[1], "low_speed_limit seconds")),
               f"low_speed_limit={low_speed!r}")
     auth = d.pop("auth", None)
     if auth is not None:
@@ -157,10 +157,8 @@ def check_queue_settings(defaults: Optional[Mapping[str, Any]], max_connections:
                          max_host_connections: int) -> None:
     """Raises for bad queue settings before the queue exists: the defaults are tried on a
     request that is never sent."""
-    from ._core import _uint
-
-    _uint(max_connections, "max_connections", 100000)
-    _uint(max_host_connections, "max_host_connections", 100000)
+    _uint(max_connections, "max_connections", _SIZE_MAX)
+    _uint(max_host_connections, "max_host_connections", _SIZE_MAX)
     if defaults:
         out = ffi.new("rq_request **")
         check(lib.rq_request_new(b"http://defaults.invalid/", out), "defaults")

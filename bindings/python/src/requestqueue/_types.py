@@ -166,7 +166,7 @@ _NO_DEFAULT: Any = object()
 
 def _load_field(response: "Response", name: str) -> Any:
     """Reads the field `name` of a Response from the library response it still holds, keeps it in
-    the instance and returns it. Replaced by the binding (_core); a Response without a library
+    the instance and returns it. Replaced by the binding (_response); a Response without a library
     response behind it has no such attribute."""
     raise AttributeError(name)
 

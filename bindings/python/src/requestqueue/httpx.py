@@ -48,65 +48,30 @@ transport's request options (the keys of :class:`TransportOptions`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Tuple, TypedDict, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple, Union
 
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("requestqueue.httpx needs httpx: pip install httpx") from exc
 
-from ._core import AsyncQueue, PathInput, Queue, RateLimitInput, Request
+from ._async_queue import AsyncQueue
+from ._convert import PathInput, RateLimitInput
+from ._options import TransportOptions
+from ._queues import Queue
+from ._request import Request
 from ._errors import (
     BodyRestartedError,
     HTTPStatusError,
     RequestError,
     UnsupportedSchemeError,
 )
-from ._types import Duplicates, Order, Outcome, Priority, Response
+from ._types import Duplicates, Order, Outcome, Response
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["HTTPTransport", "AsyncHTTPTransport", "TransportOptions"]
-
-
-class TransportOptions(TypedDict, total=False):
-    """Options of :class:`Request` that a transport applies to each of its requests (see
-    :class:`requestqueue.Request`)."""
-
-    retry: bool
-    retry_delay: Optional[float]
-    retry_outcomes: Optional[Iterable[Union[Outcome, int]]]
-    max_attempts: Optional[int]
-    retry_backoff: Optional[float]
-    retry_max_delay: Optional[float]
-    retry_jitter: Optional[float]
-    retry_statuses: Optional[Iterable[int]]
-    retry_non_idempotent: bool
-    priority: Union[Priority, int, str]
-    tag: Optional[str]
-    max_response_size: Optional[int]
-    ca_file: Optional[PathInput]
-    # Transport settings (decode_content is not one: httpx decodes bodies itself).
-    user_agent: Optional[str]
-    proxy: Optional[str]
-    no_proxy: Optional[Union[str, Iterable[str]]]
-    proxy_ca_file: Optional[PathInput]
-    client_cert: Optional[PathInput]
-    client_key: Optional[PathInput]
-    key_password: Optional[str]
-    pinned_public_key: Optional[str]
-    ca_dir: Optional[PathInput]
-    tls_min_version: Optional[str]
-    unix_socket: Optional[PathInput]
-    resolve: Optional[Union[str, Iterable[str]]]
-    interface: Optional[str]
-    ip_version: Optional[int]
-    tcp_keepalive: Optional[int]
-    max_recv_speed: Optional[int]
-    max_send_speed: Optional[int]
-    http_version: Optional[str]
-    cookies: Optional[bool]
 
 
 _OPTION_NAMES = frozenset(TransportOptions.__annotations__)

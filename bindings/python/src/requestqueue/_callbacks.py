@@ -1,0 +1,66 @@
+"""The C callbacks, created once and never freed. Their context is the request's handle, looked up
+in _runtime._registry: a context it no longer knows, or whose request was collected, is ignored, so
+a stale callback is harmless."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from ._native import ffi, lib
+from ._runtime import _registry, _unexpected
+
+if TYPE_CHECKING:
+    from ._request import Request
+
+
+def _live_request(context: Any) -> Optional["Request"]:
+    ref = _registry.get(context)
+    return ref() if ref is not None else None  # (None: collected with its dropped queue)
+
+
+def _on_completion(context: Any, request: Any, response: Any) -> None:
+    ref = _registry.pop(context, None)
+    req = ref() if ref is not None else None
+    if req is not None:
+        req._complete(response)
+
+
+def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
+    req = _live_request(context)
+    if req is not None:
+        req._progress(req._on_upload_progress, "upload progress", progress, done, total)
+
+
+def _on_download(context: Any, request: Any, progress: float, done: int, total: int) -> None:
+    req = _live_request(context)
+    if req is not None:
+        req._progress(req._on_download_progress, "download progress", progress, done, total)
+
+
+def _on_auth(context: Any, request: Any, challenge: Any, failure_count: int, response: Any) -> None:
+    req = _live_request(context)
+    if req is None:
+        lib.rq_auth_cancel(challenge)  # never leave a challenge without an answer
+        return
+    req._authenticate(challenge, int(failure_count), response)
+
+
+def _on_head(context: Any, request: Any, head: Any) -> None:
+    req = _live_request(context)
+    if req is not None:
+        req._head_arrived(head)
+
+
+def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> int:
+    req = _live_request(context)
+    if req is not None:
+        req._body_piece(data, int(size), int(offset))
+    return 0  # a callback that raised has already cancelled the request
+
+
+_completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
+_body_cb: Any = ffi.callback("rq_data_fn", _on_body, error=0, onerror=_unexpected)
+_head_cb: Any = ffi.callback("rq_head_fn", _on_head, onerror=_unexpected)
+_upload_cb: Any = ffi.callback("rq_progress_fn", _on_upload, onerror=_unexpected)
+_download_cb: Any = ffi.callback("rq_progress_fn", _on_download, onerror=_unexpected)
+_auth_cb: Any = ffi.callback("rq_auth_fn", _on_auth, onerror=_unexpected)

@@ -1,0 +1,160 @@
+"""Responses read from the library: copied at once (a head, an authentication challenge, a large
+body), or, for a completion, copied in part and retained, its other fields read on first use (see
+"Lifetimes" in _runtime)."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Dict, Optional
+
+from . import _runtime, _types
+from ._convert import _decode
+from ._native import ffi, lib
+from ._runtime import _lazy_lock, _release_later, _retained
+from ._types import Headers, Metrics, Outcome, Response, _built
+
+# ffi.string without its Python-level wrapper (it is called for every header of every response).
+_string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
+_NULL = ffi.NULL
+_OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
+_METRICS_SIZE = ffi.sizeof("rq_metrics")
+
+
+class _OutParams(threading.local):
+    """The out-parameters of _copy_response, one set per thread (the GIL is released in every call
+    of the library, so two dispatching threads must not share them)."""
+
+    def __init__(self) -> None:
+        self.all = (ffi.new("size_t *"), ffi.new("const char **"), ffi.new("const char **"),
+                    ffi.new("rq_metrics *"))
+
+
+_out = _OutParams()
+
+
+def _text(ptr: Any) -> str:
+    return _decode(_string(ptr)) if ptr != _NULL else ""
+
+
+def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
+    out.size = _METRICS_SIZE
+    if lib.rq_response_metrics(ptr, out) != 0:
+        return None
+    # The library's -1 ("does not apply") becomes None.
+    queued, dns, connect, tls, first_byte, total = (
+        out.queued, out.dns, out.connect, out.tls, out.first_byte, out.total)
+    metrics: Metrics = _built(Metrics, {
+        "queued": queued if queued >= 0 else None,
+        "dns": dns if dns >= 0 else None,
+        "connect": connect if connect >= 0 else None,
+        "tls": tls if tls >= 0 else None,
+        "first_byte": first_byte if first_byte >= 0 else None,
+        "total": total if total >= 0 else None,
+        "bytes_down": out.bytes_down,
+        "bytes_up": out.bytes_up,
+        "attempts": out.attempts,
+        "connection_reused": bool(out.connection_reused),
+        "wire_bytes_down": out.wire_bytes_down,
+        "header_bytes_down": out.header_bytes_down,
+        "http_version": out.http_version,
+    })
+    return metrics
+
+
+def _copy_response(ptr: Any) -> Response:
+    """Copies everything out of a borrowed rq_response (valid only during the callback)."""
+    size = _out.all[0]
+    body_ptr = lib.rq_response_body(ptr, size)
+    length = size[0]
+    body = ffi.buffer(body_ptr, length)[:] if length else b""
+    outcome_code = lib.rq_response_outcome(ptr)
+    fields = {
+        "status": lib.rq_response_status(ptr),
+        "body": body,
+        # An outcome this binding does not know (a newer library) counts as a transport failure.
+        "outcome": _OUTCOMES.get(outcome_code, Outcome.TRANSPORT),
+        "http_version": lib.rq_response_http_version(ptr),
+    }
+    for name in _LAZY_PARTS:
+        _read_part(ptr, fields, name)
+    response: Response = _built(Response, fields)
+    return response
+
+
+#: A completion whose body is larger than this copies every field at once and lets the library's
+#: response go, rather than keeping it (and a second copy of the body) for the fields not yet read.
+_EAGER_BODY = 64 * 1024
+# The fields a completion leaves in the library until used, one name per read (the metrics bring
+# the attempts with them), and how they are made.
+_LAZY_PARTS = ("headers", "url", "message", "metrics")
+_new_ref = weakref.ref
+
+
+def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
+    if name == "headers":
+        _, key, value, _ = _out.all
+        header_at = lib.rq_response_header_at
+        pairs = [(_string(key[0]), _string(value[0])) for index in range(lib.rq_response_header_count(ptr))
+                 if header_at(ptr, index, key, value) == 0]
+        fields["headers"] = Headers._from_bytes(pairs)  # decoded on first use
+    elif name == "url":
+        fields["url"] = _text(lib.rq_response_url(ptr))
+    elif name == "message":
+        fields["message"] = _text(lib.rq_response_error_message(ptr)) if fields["outcome"] else ""
+    else:
+        metrics = _copy_metrics(ptr, _out.all[3])
+        fields["metrics"] = metrics
+        # (The metrics hold the attempts too: one call fewer.)
+        fields["attempts"] = metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr)
+
+
+def _completed_response(ptr: Any) -> Response:
+    """The Response of a completion: status, outcome and body copied now; the other fields read
+    from the retained rq_response on first use (see _load_field)."""
+    size = _out.all[0]
+    body_ptr = lib.rq_response_body(ptr, size)
+    length = size[0]
+    if length > _EAGER_BODY:
+        return _copy_response(ptr)
+    response = object.__new__(Response)
+    fields = response.__dict__
+    fields["status"] = lib.rq_response_status(ptr)
+    fields["body"] = ffi.buffer(body_ptr, length)[:] if length else b""
+    outcome_code = lib.rq_response_outcome(ptr)
+    # An outcome this binding does not know (a newer library) counts as a transport failure.
+    fields["outcome"] = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
+    fields["http_version"] = lib.rq_response_http_version(ptr)
+    if not outcome_code:
+        fields["message"] = ""
+    fields["_retained"] = lib.rq_response_retain(ptr)
+    ref = _new_ref(response, _release_later)
+    _retained[id(ref)] = (ref, fields)
+    return response
+
+
+def _load_field(response: Response, name: str) -> Any:
+    """Reads the field `name` of a Response from its retained rq_response (the reader holds the
+    Response, so it cannot be collected meanwhile); lets the rq_response go once every field has
+    been read. Called by _types._LazyField."""
+    fields = response.__dict__
+    with _lazy_lock:
+        if name not in fields:
+            ptr = fields.get("_retained")
+            if ptr is None:  # not made by a completion (object.__new__ by hand)
+                raise AttributeError(name)
+            _read_part(ptr, fields, "metrics" if name == "attempts" else name)
+            if "headers" in fields and "url" in fields and "message" in fields and "metrics" in fields:
+                del fields["_retained"]
+                _release(ptr)
+    return fields[name]
+
+
+def _release(ptr: Any) -> None:
+    # Not once the interpreter is exiting (lib may be gone). (In a forked child, the library
+    # reads and releases the parent's responses as well.)
+    if not _runtime._exiting:
+        lib.rq_response_release(ptr)
+
+
+_types._load_field = _load_field

@@ -1,0 +1,258 @@
+"""The binding's process-wide state: requests in flight, what the garbage collector let go of
+(released at safe points by ``_drain``), the reaper thread that frees dropped queues, fork and
+interpreter exit.
+
+The binding is split by concept: ``_native`` (the library and its errors), ``_convert`` (argument
+conversions), ``_runtime`` (this module), ``_response`` (responses read from the library),
+``_callbacks`` (the C callbacks), ``_request`` (:class:`Request`, :class:`AuthChallenge`),
+``_queues`` (what both queue kinds share, and :class:`Queue`) and ``_async_queue``
+(:class:`AsyncQueue`).
+
+Lifetimes
+---------
+* Every queue is created in the library's dispatch delivery mode: its callbacks run only inside
+  ``rq_queue_dispatch`` / ``rq_queue_free`` called by this module, on the calling Python thread (for
+  :class:`AsyncQueue`, on the event loop's thread, from ``loop.add_reader``). No callback ever
+  arrives on a thread of the library.
+* The context given to the library for a request is the request's own handle, not a pointer to a
+  Python object (handle values are never reused within a process): the callbacks look it up in
+  ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
+  callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
+  whose request was collected, is ignored, so no callback can reach a freed Python object.
+* Nothing that can run inside the garbage collector (``Request.__del__``, weakref callbacks,
+  finalizers) calls the library, cffi or takes a lock: the collector can run at any allocation,
+  also while this thread holds cffi's lock (inside ``ffi.new``) or one of the library's. What it
+  lets go of is only appended to ``_releases`` (a deque: safe there) and released at the next safe
+  point, ``_drain``: every entry into the binding that calls the library (creating a request or a
+  queue, ``add``, every queue method, dispatching, closing), the reaper thread, and exit.
+* A response is borrowed from the library only during its callback. A completion copies its status,
+  outcome and body, and retains it (``rq_response_retain``): the other fields of the
+  :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
+  ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
+  garbage collected (its weakref's callback queues the weakref in ``_releases``; ``_retained`` maps
+  each weakref to the Response's ``__dict__``), never once the interpreter is exiting. A forked
+  child reads and releases the parent's responses through the library, which allows it (see "Fork"
+  in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
+  copies everything at once instead (the retained response would hold a second copy of the body),
+  as does an authentication challenge.
+* A :class:`Request` releases its handle after it is garbage collected (queued in ``_releases``; the
+  library keeps a request in flight for itself), except in a forked child for a request of the
+  parent and once the interpreter is exiting.
+* The C callbacks are module globals created once, never freed.
+* Streaming (``stream=True``): the pieces of the body are kept in the request's buffer until
+  :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` hands them out. The library pauses a
+  transfer while more than about 1 MiB waits for delivery, so memory stays bounded as long as the
+  binding stops delivering while the reader is behind: a :class:`Queue` delivers only inside the
+  iterator (or another wait), when the buffer is empty; an :class:`AsyncQueue` stops watching its
+  descriptor while an iterated buffer holds more than ``STREAM_BUFFER_LIMIT`` bytes.
+* Queues are closed by ``close()``, by their context manager, and at interpreter exit by an
+  ``atexit`` hook (``rq_queue_free`` cancels what is in flight and delivers its completions before
+  returning). Nothing global holds a queue: ``_registry`` holds its requests in flight only weakly
+  (the queue holds them, and each holds its queue), so a queue nobody references any more, with its
+  requests, is garbage. Its finalizer (inside the collector) only hands it to the reaper, a thread
+  of this module started with the first queue, which frees it (its requests still in flight are
+  cancelled; their callbacks are not called: nobody holds them any more) and emits a
+  ResourceWarning, as an unclosed file does. In a child created by ``fork()`` the parent's queues
+  are closed (the library refuses them too); the child makes its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import sys
+import threading
+import tracemalloc
+import warnings
+import weakref
+from queue import SimpleQueue
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+
+from ._native import ffi, lib
+
+if TYPE_CHECKING:
+    from ._queues import _QueueBase
+    from ._request import Request
+
+# handle -> weak reference to the request in flight (added, completion not yet run). Keys are
+# rq_request * cdata, which hash and compare by address, so the void * context of a callback finds
+# its request. Weak: the request's queue holds it (see the Lifetimes above).
+_registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
+_open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
+_pid = os.getpid()  # the process that owns the library's threads
+_exiting = False
+# What the garbage collector let go of, released by _drain: rq_request * handles of collected
+# Requests, and the weakrefs of collected Responses (keys of _retained). Only appended to by code
+# that can run inside the collector (deque.append takes no lock).
+_releases: Deque[Any] = collections.deque()
+_release_later = _releases.append
+# Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
+# collector): freed by the reaper thread. Also carries the reaper's stop (None) and flush marks.
+_dropped: "SimpleQueue[Any]" = SimpleQueue()
+_reaper: Optional[threading.Thread] = None
+_reaper_lock = threading.Lock()
+# id(weakref to a Response) -> (that weakref, the Response's __dict__), for every Response made with
+# a retained rq_response (in the __dict__, as "_retained", until released), until it is collected:
+# the weakref's callback queues the weakref in _releases, and _drain releases it. (Keyed by id: a
+# weakref hashes as its Response, which reads every field.)
+_retained: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
+# Held while a retained response is read, and across fork().
+_lazy_lock = threading.Lock()
+
+
+# fork(): the library itself keeps working in the child (see "Fork" in requestqueue.h: its locks
+# are free there, responses can be read and released, the parent's queues refuse every call but
+# rq_queue_free). What is left to do here is this module's own state: its locks, the reaper thread
+# (not copied into the child), and the parent's queues, whose Python locks a thread of the parent
+# may hold (they are forgotten without them).
+def _before_fork() -> None:
+    _lazy_lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _lazy_lock.release()
+
+
+def _after_fork_in_child() -> None:
+    global _pid, _dropped, _reaper, _reaper_lock
+    _pid = os.getpid()
+    _dropped, _reaper, _reaper_lock = SimpleQueue(), None, threading.Lock()  # the reaper stayed there
+    _lazy_lock.release()
+    for queue in list(_open_queues):
+        queue._abandon()
+    _registry.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    """Closes every open queue before the interpreter goes away: in-flight requests are cancelled
+    and their completions delivered (without running user callbacks: there is no caller left to
+    hear about them). The reaper first frees the queues dropped so far, and stops."""
+    global _exiting
+    reaper = _reaper
+    if reaper is not None and reaper.is_alive():
+        _dropped.put(None)
+        reaper.join()
+    _drain()
+    _exiting = True
+    while True:
+        for queue in list(_open_queues):
+            try:
+                queue._close(at_exit=True)
+            except BaseException:  # noqa: BLE001 - nothing can be reported at exit
+                pass
+        try:
+            item = _dropped.get_nowait()  # dropped meanwhile (a collection while closing)
+        except Exception:  # noqa: BLE001 - queue.Empty: all done
+            break
+        if isinstance(item, tuple):
+            try:
+                _free_dropped(item)
+            except BaseException:  # noqa: BLE001 - nothing can be reported at exit
+                pass
+
+
+def _drain() -> None:
+    """Does the releases the garbage collector queued in _releases. At safe points only: never
+    inside the collector."""
+    if _exiting:
+        return
+    while _releases:
+        try:
+            item = _releases.popleft()
+        except IndexError:  # another thread took the last one
+            break
+        if type(item) is weakref.ref:  # a collected Response
+            with _lazy_lock:
+                entry = _retained.pop(id(item), None)
+                ptr = entry[1].pop("_retained", None) if entry is not None else None
+            if ptr is not None:
+                lib.rq_response_release(ptr)
+        else:
+            lib.rq_request_free(item)
+
+
+def _start_reaper() -> None:
+    global _reaper
+    with _reaper_lock:
+        if _reaper is None:
+            _reaper = threading.Thread(target=_reap, name="requestqueue-reaper", daemon=True)
+            _reaper.start()
+
+
+def _reap() -> None:
+    """The reaper thread: frees the queues that were dropped without close() (see _dropped)."""
+    dropped = _dropped  # (a forked child gets its own)
+    while True:
+        item = dropped.get()
+        if item is None:
+            return
+        try:
+            if isinstance(item, tuple):
+                _free_dropped(item)
+                _drain()
+            else:
+                item.set()  # _wait_for_reaper's mark: everything before it is done
+        except BaseException as exc:  # noqa: BLE001 - the reaper must go on
+            _unexpected(type(exc), exc, exc.__traceback__)
+
+
+def _wait_for_reaper() -> None:
+    """Returns once every queue dropped so far (handed to the reaper) has been freed."""
+    if _reaper is not None and _reaper.is_alive():
+        done = threading.Event()
+        _dropped.put(done)
+        done.wait()
+
+
+def _free_dropped(info: Tuple[Any, ...]) -> None:
+    """Frees a queue that was garbage collected without close(), outside the collector, and warns
+    as an unclosed file does. Its requests were collected with it: their completions (cancelled)
+    find nobody in _registry, so no callback of the caller runs."""
+    ptr, pid, kind, filename, lineno, allocated = info
+    if pid != _pid:
+        return
+    count = ffi.new("size_t *")
+    in_flight = int(count[0]) if lib.rq_queue_count(ptr, count) == 0 else 0
+    lib.rq_queue_free(ptr)
+    message = f"unclosed requestqueue {kind}: freed by the garbage collector"
+    if in_flight:
+        message += f", {in_flight} request{'s' if in_flight != 1 else ''} in flight cancelled"
+    message += "; close it with close() or a with block"
+    if allocated is not None:
+        message += "\nObject allocated at (most recent call last):" + "".join(
+            f'\n  File "{file}", lineno {line}' for file, line in allocated)
+    warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+
+
+# The files whose frames create a queue (skipped by _creation_site).
+_QUEUE_FILES = frozenset(os.path.join(os.path.dirname(__file__), name + ".py")
+                         for name in ("_queues", "_async_queue"))
+
+
+def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:
+    """The file and line outside the queue modules that is creating a queue; with tracemalloc tracing,
+    also the stack there (oldest frame first, at most tracemalloc's traceback limit of frames),
+    for the ResourceWarning of a queue dropped without close()."""
+    frame: Any = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename in _QUEUE_FILES:
+        frame = frame.f_back
+    site = frame.f_code.co_filename, frame.f_lineno
+    if not tracemalloc.is_tracing():
+        return site[0], site[1], None
+    stack: List[Tuple[str, int]] = []
+    while frame is not None and len(stack) < tracemalloc.get_traceback_limit():
+        stack.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return site[0], site[1], tuple(reversed(stack))
+
+
+def _unexpected(exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    # Only reached if the binding itself fails inside a callback or the reaper; user code is wrapped.
+    sys.stderr.write(f"requestqueue: internal error in a callback: {exc_value!r}\n")
