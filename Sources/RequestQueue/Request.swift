@@ -73,7 +73,8 @@ final class Request: @unchecked Sendable {
     var body = ByteBuffer.empty
     var hasBody = false
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
-    var sendsBody: Bool { hasBody || HTTPMethods.sendingBody.contains(method) }
+    /// (Asked several times per attempt: a GET does not hash its method.)
+    var sendsBody: Bool { hasBody || (method != "GET" && HTTPMethods.sendingBody.contains(method)) }
     var timeout = 0.0
     var connectTimeout = 30.0
     var idleTimeout = TransferWatch.defaultIdleTimeout

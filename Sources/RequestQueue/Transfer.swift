@@ -359,6 +359,10 @@ final class Transfer {
         if r.sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
             list = curl_slist_append(list, "Content-Type:") ?? list
         }
+        // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
+        if r.transport.decodeContent ?? true, !r.headers.contains(where: { $0.lowercasedName == "accept-encoding" }) {
+            list = acceptEncodingHeader.withUnsafeBufferPointer { curl_slist_append(list, $0.baseAddress) } ?? list
+        }
         headerList = list
         if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
     }
@@ -395,11 +399,14 @@ final class Transfer {
             }
             return sink != .undecided || decideSink(request)
         }
-        if let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
+        // A line is one field whose name ends at its first colon: only a line with its colon where
+        // the name's would be can be the field (most lines are neither: no lookup for them).
+        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
            let coding = ServerData.unrequestedTransferCoding(codings) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
-        if let length = HeaderLines.value(named: "Content-Length", in: bytes), !ServerData.isValidContentLength(length) {
+        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.value(named: "Content-Length", in: bytes),
+           !ServerData.isValidContentLength(length) {
             return refuse("the server sent an invalid Content-Length (\"\(length.prefix(64))\")")
         }
         guard HeaderLines.append(line, to: headers) else {

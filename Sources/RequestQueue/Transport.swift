@@ -157,7 +157,8 @@ final class QueueTransport: @unchecked Sendable {
     func add(_ r: Request, to q: Queue) -> rq_result {
         let defaults = snapshot()
         let saved: Request.Inheritable? = r.lock.withLock {
-            guard r.state == .new else { return nil }
+            // Nothing to inherit (no defaults, no cookies): nothing to save either.
+            guard r.state == .new, defaults != nil || r.transport.cookies == true else { return nil }
             let saved = r.inheritable
             r.inherit(defaults, from: self)
             return saved
@@ -311,6 +312,18 @@ let defaultUserAgent: CString = {
         agent += " libcurl/" + String(cString: version)
     }
     return Array(agent.utf8CString)
+}()
+
+/// The Accept-Encoding line libcurl sends for CURLOPT_ACCEPT_ENCODING "": every encoding it
+/// decodes, in its order. libcurl formats that line anew for every request (about 5,000
+/// instructions); given in the request's header list, made once here, it is not.
+let acceptEncodingHeader: CString = {
+    let features = curl_version_info(CURLVERSION_TENTH)?.pointee.features ?? 0
+    var codings: [String] = []
+    if features & CURL_VERSION_LIBZ != 0 { codings += ["deflate", "gzip"] }
+    if features & CURL_VERSION_BROTLI != 0 { codings.append("br") }
+    if features & CURL_VERSION_ZSTD != 0 { codings.append("zstd") }
+    return Array(("Accept-Encoding: " + (codings.isEmpty ? "identity" : codings.joined(separator: ", "))).utf8CString)
 }()
 
 extension Transfer {

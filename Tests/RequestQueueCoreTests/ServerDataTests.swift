@@ -61,7 +61,9 @@ import Testing
         #expect(ServerData.isValidContentLength("0"))
         #expect(ServerData.isValidContentLength(" 123 "))
         #expect(ServerData.isValidContentLength("999999999999999999"))
-        for bad in ["", "-5", "+5", "99999999999999999999999", "1 2", "0x10", "5, 5", "1e3"] {
+        #expect(ServerData.isValidContentLength("\t7 \t"))
+        for bad in ["", " ", "-5", "+5", "99999999999999999999999", "1234567890123456789", "1 2", "0x10", "5, 5", "1e3",
+                    "\u{663}", "5\u{301}", "\u{FF15}", "5\r"] {
             #expect(!ServerData.isValidContentLength(bad), "\(bad)")
         }
     }
@@ -122,5 +124,11 @@ import Testing
         let lines = Array("Content-Range: bytes 1-2/3\r\nX: y\r\n".utf8)
         #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: "content-range", in: $0) } == "bytes 1-2/3")
         #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: "Y", in: $0) } == nil)
+        // Names match whole and in either case only.
+        #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: "CONTENT-RANGE", in: $0) } == "bytes 1-2/3")
+        #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: "x", in: $0) } == "y")
+        for other in ["Content-Rang", "Content-Ranges", "Content_Range", ""] {
+            #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: other, in: $0) } == nil, "\(other)")
+        }
     }
 }

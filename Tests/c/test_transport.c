@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <strings.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -108,6 +109,60 @@ static void expect_text(const result *r, const char *what) {
           "%s: %zu bytes, not the %zu of the text (starts %.20s)", what, r->size, size, (const char *)r->body);
 }
 
+/* The head of a GET to `path` as the library sends it, with the caller's Accept-Encoding header
+ * if given: read from a listener that never answers, after the request's timeout ended it. */
+static void sent_head(rq_queue *q, const char *accept_encoding, char *head, size_t size) {
+    int listener = socket(AF_INET, SOCK_STREAM, 0), client;
+    struct sockaddr_in address;
+    socklen_t length = sizeof address;
+    char base[64];
+    size_t n = 0;
+    ssize_t got;
+    rq_request *r;
+    result res;
+    memset(&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(listener >= 0 && bind(listener, (struct sockaddr *)&address, sizeof address) == 0 &&
+              listen(listener, 8) == 0 && getsockname(listener, (struct sockaddr *)&address, &length) == 0,
+          "capturing listener: %s", strerror(errno));
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(address.sin_port));
+    r = req(base, "/head");
+    if (accept_encoding)
+        CHECK_OK(rq_request_set_header(r, "Accept-Encoding", accept_encoding));
+    CHECK_OK(rq_request_set_timeout(r, 0.5));
+    res = run(q, r);
+    CHECK(res.outcome == RQ_OUTCOME_TIMEOUT, "capturing listener: outcome %d (%s)", res.outcome, res.message);
+    result_free(&res);
+    client = accept(listener, NULL, NULL);
+    CHECK(client >= 0, "capturing listener: accept: %s", strerror(errno));
+    while (n + 1 < size && (got = recv(client, head + n, size - 1 - n, 0)) > 0) {
+        n += (size_t)got;
+        head[n] = 0;
+        if (strstr(head, "\r\n\r\n"))
+            break;
+    }
+    head[n] = 0;
+    close(client);
+    close(listener);
+}
+
+/* The number of `name` lines in a request head (any case), and the value of the last one. */
+static int header_lines(const char *head, const char *name, char *value, size_t size) {
+    int count = 0;
+    size_t length = strlen(name);
+    for (const char *line = strstr(head, "\r\n"); line && line[2] != '\r'; line = strstr(line + 2, "\r\n")) {
+        if (strncasecmp(line + 2, name, length) == 0 && line[2 + length] == ':') {
+            const char *start = line + 3 + length, *end = strstr(start, "\r\n");
+            while (*start == ' ')
+                start++;
+            snprintf(value, size, "%.*s", end ? (int)(end - start) : 0, start);
+            count++;
+        }
+    }
+    return count;
+}
+
 static void section_decode(void) {
     const char *base = env("RQ_TX_HTTP");
     rq_queue *q = new_queue();
@@ -129,6 +184,21 @@ static void section_decode(void) {
               strstr((char *)res.body, "deflate"),
           "Accept-Encoding sent: \"%s\"", (char *)res.body);
     result_free(&res);
+    /* One Accept-Encoding line (the library gives libcurl's list in the header list: libcurl
+     * must not add its own too), or the caller's alone. */
+    {
+        char head[4096], value[256];
+        int lines;
+        sent_head(q, NULL, head, sizeof head);
+        lines = header_lines(head, "Accept-Encoding", value, sizeof value);
+        CHECK(lines == 1 && strstr(value, "gzip") && strstr(value, "deflate"), "%d Accept-Encoding lines, last \"%s\":\n%s",
+              lines, value, head);
+        sent_head(q, "gzip", head, sizeof head);
+        lines = header_lines(head, "Accept-Encoding", value, sizeof value);
+        CHECK(lines == 1 && strcmp(value, "gzip") == 0, "caller's own: %d Accept-Encoding lines, last \"%s\":\n%s", lines,
+              value, head);
+        CHECK(header_lines(head, "User-Agent", value, sizeof value) == 1, "User-Agent lines:\n%s", head);
+    }
 
     /* Opt-out: no Accept-Encoding; with the caller's own, the raw gzip bytes. */
     r = req(base, "/ae");
