@@ -1,6 +1,5 @@
 import CCurl
 import Glibc
-import Synchronization
 
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
@@ -9,27 +8,28 @@ import Synchronization
 /// the delivering thread reports them delivered. When too many bytes wait for delivery, the
 /// engine pauses the transfer (libcurl stops reading the socket) and the delivery asks for it to
 /// resume once the waiting bytes dropped to half. Shared by the attempts of one request.
-final class StreamFlow: Sendable {
+// @unchecked: `pending` and `resumeWanted` are only touched under `lock`, a pthread mutex (not
+// Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan step would
+// report its accesses as races).
+final class StreamFlow: @unchecked Sendable {
     /// Undelivered bytes above which a transfer pauses.
     static let highWater = 1 << 20
     /// Undelivered bytes at or below which a paused transfer resumes.
     static let lowWater = highWater / 2
 
-    private struct State {
-        var pending = 0
-        var resumeWanted = false
-    }
-    private let state = Mutex(State())
+    private let lock = Lock()
+    private var pending = 0
+    private var resumeWanted = false
 
     /// Engine thread: whether a chunk of `size` bytes may be posted now. When not, the caller
     /// pauses its transfer, and a later `delivered` returns true when it should resume.
     func admit(_ size: Int) -> Bool {
-        state.withLock { s in
-            if s.pending >= StreamFlow.highWater {
-                s.resumeWanted = true
+        lock.withLock {
+            if pending >= StreamFlow.highWater {
+                resumeWanted = true
                 return false
             }
-            s.pending += size
+            pending += size
             return true
         }
     }
@@ -37,10 +37,10 @@ final class StreamFlow: Sendable {
     /// `size` admitted bytes left the queue (delivered, skipped, or never posted). Returns true
     /// when a paused transfer should now resume.
     func delivered(_ size: Int) -> Bool {
-        state.withLock { s in
-            s.pending -= size
-            if s.resumeWanted, s.pending <= StreamFlow.lowWater {
-                s.resumeWanted = false
+        lock.withLock {
+            pending -= size
+            if resumeWanted, pending <= StreamFlow.lowWater {
+                resumeWanted = false
                 return true
             }
             return false
