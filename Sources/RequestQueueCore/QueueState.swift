@@ -291,11 +291,16 @@ public struct QueueState<Key: Hashable, Ref> {
             book.stats.coalesced += 1
             return actions
         }
+        // The scheduler removes the requests this one replaces: those that ran are stopped here.
+        var replacedRunning: [UInt64] = []
         let replaced = scheduler.add(id, key: key, origin: scheduler.usesOrigins ? origin() : "",
-                                     priority: traits.priority) ?? []
+                                     priority: traits.priority) { old, placement in
+            if placement == .running { replacedRunning.append(old) }
+        } ?? []
         book.records[id] = Record(ref: ref, traits: traits)
         for old in replaced {
-            complete(old, .cancelled(.duplicate), stopTransfer: true, into: &actions)
+            if replacedRunning.contains(old), let earlier = book.records[old] { actions.append(.abort(earlier.ref)) }
+            complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
         }
         Self.startStartable(&scheduler, &book, &actions, now: now)
         wakeForRateLimit(now: now, into: &actions)
