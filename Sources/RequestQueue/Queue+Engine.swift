@@ -42,9 +42,9 @@ extension AttemptReport {
 extension Queue {
     /// Runs a mutation of the state under the monitor, queues the events it returns there, and
     /// sends the engine its commands after unlocking.
-    func perform(_ mutation: (inout QueueState<DuplicateKey, Request>) -> QueueActions<Request>) {
+    func perform(_ mutation: (QueueState<DuplicateKey, Request>) -> QueueActions<Request>) {
         monitor.lock()
-        let actions = mutation(&state)
+        let actions = mutation(state)
         applyLocked(actions)
         monitor.unlock()
         send(actions)
@@ -60,6 +60,7 @@ extension Queue {
         case let .attemptEnded(request, generation, response):
             reported = response
             actions = state.attemptEnded(request.id, generation: generation, AttemptReport(response),
+                                         retry: request.retry, method: request.method,
                                          random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
             reported = response
@@ -74,7 +75,7 @@ extension Queue {
         var retryDue = false
         if case .retryDue = report { retryDue = true }
         var reply = EngineReply.none
-        for action in actions {
+        actions.forEach { action in
             switch action {
             case let .retry(_, generation, delay):
                 reply = .retry(delay: delay, generation: generation)
@@ -126,7 +127,7 @@ extension Queue {
                 return .cancelled(url: request.url.string, attempts: attempts, message: reason.message)
             }
         }
-        for action in actions {
+        actions.forEach { action in
             switch action {
             case let .start(request, _, attempt):
                 request.attempts = attempt
@@ -152,12 +153,12 @@ extension Queue {
             case let .head(request):
                 if let head = reported?.deferredHead { postLocked(.head(request, head)) }
             case let .challenge(request, generation, failures):
-                guard let reported else { continue }
+                guard let reported else { return }
                 let challenge = Challenge(request: request, generation: generation, response: reported)
                 request.challenge = challenge
                 postLocked(.challenge(request, challenge, failures: failures))
             case .abort, .retry, .wake:
-                continue
+                return
             }
         }
     }
@@ -165,7 +166,7 @@ extension Queue {
     /// Sends the engine the commands among `actions`, with the monitor not held. (The engine's
     /// reports go through `report`, which keeps a retry's timer and start on the engine thread.)
     func send(_ actions: QueueActions<Request>) {
-        for action in actions { send(action) }
+        actions.forEach { send($0) }
     }
 
     private func send(_ action: QueueAction<Request>) {

@@ -44,7 +44,7 @@ final class Queue: @unchecked Sendable {
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
     /// The requests' lifecycle: scheduling, attempts, coalescing, counters, closed.
-    var state = QueueState<DuplicateKey, Request>()
+    let state = QueueState<DuplicateKey, Request>()
     /// Set when `rq_queue_free` has ended.
     var freed = false
     /// Events posted and not yet finished running.
@@ -177,14 +177,16 @@ final class Queue: @unchecked Sendable {
             monitor.unlock()
             return result
         }
-        let traits = RequestTraits(method: request.method, priority: request.priority, retry: request.retry,
+        let traits = RequestTraits(method: request.method, priority: request.priority,
                                    hasAuthHandler: request.authHandler != nil, wantsHead: request.headCallback != nil,
                                    streamsBody: request.streamsBody)
         let actions = state.add(request.id, request, traits: traits, now: request.acceptedAt,
                                 key: { request.duplicateKey }, origin: { request.origin })
         applyLocked(actions)
         // A coalesced request runs when the one it shares the transfer of runs.
-        if actions.isEmpty, state.phase(of: request.id) ?? .waiting != .waiting { setState(request, .running) }
+        if actions.isEmpty, state.duplicates == .coalesce, state.phase(of: request.id) ?? .waiting != .waiting {
+            setState(request, .running)
+        }
         monitor.unlock()
         send(actions)
         return RQ_OK

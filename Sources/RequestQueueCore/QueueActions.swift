@@ -52,7 +52,11 @@ public enum CancelReason: Equatable, Sendable {
 /// (an add that starts it, an attempt that completes and starts the next) allocates nothing; more
 /// (a burst of starts, a leader with many followers, cancelling everything) go to an array.
 public struct QueueActions<Ref>: Sequence {
-    private var inline: (QueueAction<Ref>?, QueueAction<Ref>?, QueueAction<Ref>?, QueueAction<Ref>?) = (nil, nil, nil, nil)
+    // Four fields rather than a tuple: reading one element of a tuple copied all four.
+    private var a0: QueueAction<Ref>?
+    private var a1: QueueAction<Ref>?
+    private var a2: QueueAction<Ref>?
+    private var a3: QueueAction<Ref>?
     private var more: [QueueAction<Ref>] = []
     public private(set) var count = 0
 
@@ -62,13 +66,26 @@ public struct QueueActions<Ref>: Sequence {
 
     public mutating func append(_ action: QueueAction<Ref>) {
         switch count {
-        case 0: inline.0 = action
-        case 1: inline.1 = action
-        case 2: inline.2 = action
-        case 3: inline.3 = action
+        case 0: a0 = action
+        case 1: a1 = action
+        case 2: a2 = action
+        case 3: a3 = action
         default: more.append(action)
         }
         count += 1
+    }
+
+    /// Calls `body` with each action in order (without copying the list, unlike `for ... in`).
+    public func forEach(_ body: (QueueAction<Ref>) -> Void) {
+        guard count > 0, let action = a0 else { return }
+        body(action)
+        guard count > 1, let action = a1 else { return }
+        body(action)
+        guard count > 2, let action = a2 else { return }
+        body(action)
+        guard count > 3, let action = a3 else { return }
+        body(action)
+        for action in more { body(action) }
     }
 
     public struct Iterator: IteratorProtocol {
@@ -78,10 +95,10 @@ public struct QueueActions<Ref>: Sequence {
         public mutating func next() -> QueueAction<Ref>? {
             defer { index += 1 }
             switch index {
-            case 0: return actions.inline.0
-            case 1: return actions.inline.1
-            case 2: return actions.inline.2
-            case 3: return actions.inline.3
+            case 0: return actions.a0
+            case 1: return actions.a1
+            case 2: return actions.a2
+            case 3: return actions.a3
             default:
                 let rest = index - 4
                 return rest < actions.more.count ? actions.more[rest] : nil

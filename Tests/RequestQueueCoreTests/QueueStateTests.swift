@@ -6,7 +6,7 @@ private typealias State = QueueState<String, UInt64>
 private typealias Action = QueueAction<UInt64>
 
 private func state(max: Int = 2, duplicates: Duplicates = .cancelEarlier) -> State {
-    var s = State()
+    let s = State()
     _ = s.setMaxConcurrent(max, now: 0)
     s.setDuplicates(duplicates)
     return s
@@ -26,15 +26,17 @@ private let unauthorized = AttemptReport(outcome: .httpStatus, status: 401)
 
 extension QueueState where Key == String, Ref == UInt64 {
     /// Adds `id` (its own key unless given one); returns the actions.
-    mutating func add(_ id: UInt64, key: String? = nil, traits: RequestTraits = RequestTraits(), now: Double = 0) -> [QueueAction<UInt64>] {
+    func add(_ id: UInt64, key: String? = nil, traits: RequestTraits = RequestTraits(), now: Double = 0) -> [QueueAction<UInt64>] {
         Array(add(id, id, traits: traits, now: now, key: { key ?? "key-\(id)" }, origin: { "http://h\(id % 2)" }))
     }
 
-    mutating func ended(_ id: UInt64, _ generation: UInt64, _ report: AttemptReport, now: Double = 0) -> [QueueAction<UInt64>] {
-        Array(attemptEnded(id, generation: generation, report, random: 0, now: now))
+    /// Attempt `generation` of `id` ended with `report`; a GET, retried under `retry`.
+    func ended(_ id: UInt64, _ generation: UInt64, _ report: AttemptReport, retry: RetryPolicy = RetryPolicy(),
+               now: Double = 0) -> [QueueAction<UInt64>] {
+        Array(attemptEnded(id, generation: generation, report, retry: retry, method: "GET", random: 0, now: now))
     }
 
-    mutating func cancelled(_ id: UInt64, reason: CancelReason = .caller) -> [QueueAction<UInt64>]? {
+    func cancelled(_ id: UInt64, reason: CancelReason = .caller) -> [QueueAction<UInt64>]? {
         cancel(id, reason: reason, now: 0).map { Array($0) }
     }
 }
@@ -51,7 +53,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Order and limits
 
     @Test func startsInOrderWithinTheLimitAndTheNextWhenOneCompletes() {
-        var s = state(max: 2)
+        let s = state(max: 2)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [start(2)])
         #expect(s.add(3) == [])
@@ -68,7 +70,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func settingsThatMakeRoomStartWaitingRequests() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3) == [])
@@ -80,7 +82,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func priorityOrdersWaitingRequests() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3, traits: RequestTraits(priority: 2)) == [])
@@ -90,7 +92,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func theRateLimitAsksForAWakeUpOnceAndStartsWhenItComes() {
-        var s = state(max: 0)
+        let s = state(max: 0)
         #expect(Array(s.setRateLimit(RateLimit(starts: 1, interval: 10, perHost: false), now: 0, origin: { _ in "" })) == [])
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [.wake(at: 10)])
@@ -102,30 +104,30 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Attempts
 
     @Test func aRetriedAttemptWaitsForItsTimerAndCountsWhenItStarts() {
-        var s = state()
-        let traits = RequestTraits(retry: retrying(delay: 2))
-        #expect(s.add(1, traits: traits) == [start(1)])
-        #expect(s.ended(1, 1, timedOut) == [.retry(1, generation: 2, after: 2)])
+        let s = state()
+        let policy = retrying(delay: 2)
+        #expect(s.add(1) == [start(1)])
+        #expect(s.ended(1, 1, timedOut, retry: policy) == [.retry(1, generation: 2, after: 2)])
         #expect(s.phase(of: 1) == .retryWait)
         #expect(s.stats.retried == 1)
         // Reports of the ended attempt, and an early start of the next, count for nothing.
-        #expect(s.ended(1, 1, ok) == [])
+        #expect(s.ended(1, 1, ok, retry: policy) == [])
         #expect(!s.isCurrent(1, generation: 1))
         #expect(!s.isCurrent(1, generation: 2))
         #expect(Array(s.retryDue(1, generation: 1)) == [])
         #expect(Array(s.retryDue(1, generation: 2)) == [start(1, 2, attempt: 2)])
         #expect(Array(s.retryDue(1, generation: 2)) == [])
         #expect(s.isCurrent(1, generation: 2))
-        #expect(s.ended(1, 2, timedOut) == [.retry(1, generation: 3, after: 2)])
+        #expect(s.ended(1, 2, timedOut, retry: policy) == [.retry(1, generation: 3, after: 2)])
         #expect(Array(s.retryDue(1, generation: 3)) == [start(1, 3, attempt: 3)])
         // The third attempt is the last.
-        #expect(s.ended(1, 3, timedOut) == [done(1, attempts: 3)])
+        #expect(s.ended(1, 3, timedOut, retry: policy) == [done(1, attempts: 3)])
         #expect(s.stats.failed == 1)
         #expect(s.stats.started == 1)
     }
 
     @Test func aFailedStartCompletesWithTheReportAndStartsTheNext() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(Array(s.failedToStart(1, generation: 7, timedOut, now: 0)) == [])
@@ -134,7 +136,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func aChallengeWaitsForTheAnswerAndCountsRejectedCredentials() {
-        var s = state()
+        let s = state()
         #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
         #expect(s.phase(of: 1) == .authWait)
@@ -149,13 +151,13 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func withoutAHandlerA401Completes() {
-        var s = state()
+        let s = state()
         #expect(s.add(1) == [start(1)])
         #expect(s.ended(1, 1, unauthorized) == [done(1)])
     }
 
     @Test func theAuthHandlersCancelEndsTheRequestAndStartsTheNext() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
@@ -163,12 +165,12 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func deferredHeadsGoToThoseWithAHeadCallbackOnRetryAndCompletion() {
-        var s = state()
+        let s = state()
         var report = timedOut
         report.hasDeferredHead = true
-        #expect(s.add(1, traits: RequestTraits(retry: retrying(), wantsHead: true)) == [start(1)])
+        #expect(s.add(1, traits: RequestTraits(wantsHead: true)) == [start(1)])
         #expect(s.add(2) == [start(2)])
-        #expect(s.ended(1, 1, report) == [.head(1), .retry(1, generation: 2, after: 2)])
+        #expect(s.ended(1, 1, report, retry: retrying()) == [.head(1), .retry(1, generation: 2, after: 2)])
         report.outcome = .ok
         #expect(s.ended(2, 1, report) == [done(2)])
     }
@@ -176,7 +178,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Cancelling in every state
 
     @Test func cancellingAWaitingRequestNeedsNoAbort() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.cancelled(2) == [done(2, .cancelled(.caller), attempts: 0)])
@@ -185,7 +187,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func cancellingARunningRequestAbortsItAndStartsTheNext() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.cancelled(1) == [.abort(1), done(1, .cancelled(.caller)), start(2)])
@@ -196,15 +198,15 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func cancellingDuringTheRetryDelayStopsTheTimerAndReportsTheAttemptsMade() {
-        var s = state()
-        #expect(s.add(1, traits: RequestTraits(retry: retrying())) == [start(1)])
-        #expect(s.ended(1, 1, timedOut) == [.retry(1, generation: 2, after: 2)])
+        let s = state()
+        #expect(s.add(1) == [start(1)])
+        #expect(s.ended(1, 1, timedOut, retry: retrying()) == [.retry(1, generation: 2, after: 2)])
         #expect(s.cancelled(1) == [.abort(1), done(1, .cancelled(.caller), attempts: 1)])
         #expect(Array(s.retryDue(1, generation: 2)) == [])
     }
 
     @Test func cancellingDuringAChallengeVoidsTheAnswer() {
-        var s = state()
+        let s = state()
         #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
         #expect(s.cancelled(1) == [.abort(1), done(1, .cancelled(.caller))])
@@ -212,7 +214,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func cancellingAnUnknownOrCompletedRequestIsRefused() {
-        var s = state()
+        let s = state()
         #expect(s.cancelled(9) == nil)
         #expect(s.add(1) == [start(1)])
         #expect(s.ended(1, 1, ok) == [done(1)])
@@ -220,7 +222,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func cancellingByIdsCountsOnlyThoseInTheQueue() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3) == [])
@@ -232,7 +234,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Duplicates
 
     @Test func aLaterDuplicateCancelsTheEarlierOne() {
-        var s = state(max: 1)
+        let s = state(max: 1)
         #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "b") == [])
         #expect(s.add(3, key: "a") == [.abort(1), done(1, .cancelled(.duplicate)), start(2)])
@@ -240,7 +242,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func allowedDuplicatesRunSideBySideWithoutKeys() {
-        var s = state(duplicates: .allow)
+        let s = state(duplicates: .allow)
         var asked = 0
         #expect(Array(s.add(1, 1, traits: RequestTraits(), now: 0, key: { asked += 1; return "a" }, origin: { "" })) == [start(1)])
         #expect(Array(s.add(2, 2, traits: RequestTraits(), now: 0, key: { asked += 1; return "a" }, origin: { "" })) == [start(2)])
@@ -250,7 +252,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Coalescing
 
     @Test func followersCompleteWithTheirLeaderSharingItsResponse() {
-        var s = state(duplicates: .coalesce)
+        let s = state(duplicates: .coalesce)
         #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "a") == [])
         #expect(s.add(3, key: "a") == [])
@@ -265,17 +267,17 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func followersOfARetriedLeaderWaitWithIt() {
-        var s = state(duplicates: .coalesce)
-        #expect(s.add(1, key: "a", traits: RequestTraits(retry: retrying())) == [start(1)])
+        let s = state(duplicates: .coalesce)
+        #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "a") == [])
-        #expect(s.ended(1, 1, timedOut) == [.retry(1, generation: 2, after: 2)])
+        #expect(s.ended(1, 1, timedOut, retry: retrying()) == [.retry(1, generation: 2, after: 2)])
         #expect(s.phase(of: 2) == .retryWait)
         #expect(Array(s.retryDue(1, generation: 2)) == [start(1, 2, attempt: 2)])
         #expect(s.ended(1, 2, ok) == [done(1, attempts: 2), done(2, attempts: 2, sharing: true)])
     }
 
     @Test func onlyRequestsThatCanShareCoalesce() {
-        var s = state(max: 4, duplicates: .coalesce)
+        let s = state(max: 4, duplicates: .coalesce)
         #expect(s.add(1, key: "a") == [start(1)])
         // Not GET/HEAD/OPTIONS, a streamed body, a head callback on a running leader: a transfer of
         // their own (and, as duplicates, they replace nothing).
@@ -296,7 +298,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func aCancelledLeaderIsDetachedAndItsTransferGoesOnForItsFollowers() {
-        var s = state(duplicates: .coalesce)
+        let s = state(duplicates: .coalesce)
         #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "a") == [])
         #expect(s.cancelled(1) == [.detach(1, .cancelled(.caller), attempts: 1)])
@@ -317,7 +319,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func aDetachedLeaderDoesNotAskItsAuthHandler() {
-        var s = state(duplicates: .coalesce)
+        let s = state(duplicates: .coalesce)
         #expect(s.add(1, key: "a", traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.add(2, key: "a") == [])
         #expect(s.cancelled(1) == [.detach(1, .cancelled(.caller), attempts: 1)])
@@ -325,7 +327,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func aCancelledFollowerLeavesAndTheLastOneStopsADetachedLeader() {
-        var s = state(max: 1, duplicates: .coalesce)
+        let s = state(max: 1, duplicates: .coalesce)
         #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "a") == [])
         #expect(s.add(3, key: "a") == [])
@@ -340,7 +342,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func aNewDuplicateJoinsADetachedLeader() {
-        var s = state(duplicates: .coalesce)
+        let s = state(duplicates: .coalesce)
         #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "a") == [])
         #expect(s.cancelled(1) == [.detach(1, .cancelled(.caller), attempts: 1)])
@@ -350,7 +352,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
 
     @Test func headsOfACoalescedAttemptGoToThoseThatWantThem() {
         // 9 takes the one place: 1 waits, and those with a head callback may join it.
-        var s2 = state(max: 1, duplicates: .coalesce)
+        let s2 = state(max: 1, duplicates: .coalesce)
         #expect(s2.add(9) == [start(9)])
         #expect(s2.add(1, key: "a", traits: RequestTraits(wantsHead: true)) == [])
         #expect(s2.add(2, key: "a") == [])
@@ -368,15 +370,15 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     // MARK: Closing
 
     @Test func closingCancelsRequestsInEveryStateOnce() {
-        var s = state(max: 3, duplicates: .coalesce)
-        #expect(s.add(1, key: "a", traits: RequestTraits(retry: retrying())) == [start(1)])
+        let s = state(max: 3, duplicates: .coalesce)
+        #expect(s.add(1, key: "a") == [start(1)])
         #expect(s.add(2, key: "b", traits: RequestTraits(hasAuthHandler: true)) == [start(2)])
         #expect(s.add(3, key: "c") == [start(3)])
         #expect(s.add(4, key: "c") == [])        // follower of 3
         #expect(s.add(5, key: "d") == [])        // waiting
         #expect(s.add(6, key: "e") == [])        // waiting, with a follower
         #expect(s.add(7, key: "e") == [])
-        #expect(s.ended(1, 1, timedOut) == [.retry(1, generation: 2, after: 2)])
+        #expect(s.ended(1, 1, timedOut, retry: retrying()) == [.retry(1, generation: 2, after: 2)])
         #expect(s.ended(2, 1, unauthorized) == [.challenge(2, generation: 1, failures: 0)])
         #expect(s.cancelled(3) == [.detach(3, .cancelled(.caller), attempts: 1)])
         let first = s.close(), second = s.close()
