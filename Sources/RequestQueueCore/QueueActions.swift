@@ -52,11 +52,12 @@ public enum CancelReason: Equatable, Sendable {
 /// (an add that starts it, an attempt that completes and starts the next) allocates nothing; more
 /// (a burst of starts, a leader with many followers, cancelling everything) go to an array.
 public struct QueueActions<Ref>: Sequence {
-    // Four fields rather than a tuple: reading one element of a tuple copied all four.
-    private var a0: QueueAction<Ref>?
-    private var a1: QueueAction<Ref>?
-    private var a2: QueueAction<Ref>?
-    private var a3: QueueAction<Ref>?
+    // Four fields rather than a tuple (reading one element of a tuple copied all four), and not
+    // optionals: those past `count` hold a placeholder without a reference.
+    private var a0 = QueueAction<Ref>.wake(at: 0)
+    private var a1 = QueueAction<Ref>.wake(at: 0)
+    private var a2 = QueueAction<Ref>.wake(at: 0)
+    private var a3 = QueueAction<Ref>.wake(at: 0)
     private var more: [QueueAction<Ref>] = []
     public private(set) var count = 0
 
@@ -77,14 +78,10 @@ public struct QueueActions<Ref>: Sequence {
 
     /// Calls `body` with each action in order (without copying the list, unlike `for ... in`).
     public func forEach(_ body: (QueueAction<Ref>) -> Void) {
-        guard count > 0, let action = a0 else { return }
-        body(action)
-        guard count > 1, let action = a1 else { return }
-        body(action)
-        guard count > 2, let action = a2 else { return }
-        body(action)
-        guard count > 3, let action = a3 else { return }
-        body(action)
+        if count > 0 { body(a0) }
+        if count > 1 { body(a1) }
+        if count > 2 { body(a2) }
+        if count > 3 { body(a3) }
         for action in more { body(action) }
     }
 
@@ -93,15 +90,14 @@ public struct QueueActions<Ref>: Sequence {
         fileprivate var index = 0
 
         public mutating func next() -> QueueAction<Ref>? {
+            guard index < actions.count else { return nil }
             defer { index += 1 }
             switch index {
             case 0: return actions.a0
             case 1: return actions.a1
             case 2: return actions.a2
             case 3: return actions.a3
-            default:
-                let rest = index - 4
-                return rest < actions.more.count ? actions.more[rest] : nil
+            default: return actions.more[index - 4]
             }
         }
     }

@@ -98,8 +98,9 @@ public final class QueueState<Key: Hashable, Ref> {
         case authWait
     }
 
+    /// A request's state; plain values, so that updating one costs no reference counting (its
+    /// `Ref` is kept apart, in `refs`).
     struct Record {
-        let ref: Ref
         /// It has a head callback.
         let wantsHead: Bool
         let hasAuthHandler: Bool
@@ -114,8 +115,7 @@ public final class QueueState<Key: Hashable, Ref> {
         var hasCredentials = false
         var rejectedCredentials = 0
 
-        init(_ ref: Ref, _ traits: RequestTraits, leader: UInt64? = nil) {
-            self.ref = ref
+        init(_ traits: RequestTraits, leader: UInt64? = nil) {
             wantsHead = traits.wantsHead
             hasAuthHandler = traits.hasAuthHandler
             canLead = !traits.streamsBody
@@ -124,8 +124,9 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     public private(set) var scheduler = Scheduler<Key>()
-    /// Every request in the queue, by id.
+    /// Every request in the queue, by id, and what the owner wants back in its actions.
     private var records = SlotMap<Record>()
+    private var refs = SlotMap<Ref>()
     /// The followers of each leader that has some, in the order they joined.
     private var followers = SlotMap<[UInt64]>()
     public private(set) var stats = QueueStats()
@@ -187,10 +188,10 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
-        if !record.detached, !wantsHead || record.wantsHead { body(record.ref) }
+        if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
         guard let list = followers[id] else { return }
         for follower in list {
-            if let f = records[follower], !wantsHead || f.wantsHead { body(f.ref) }
+            if let f = records[follower], !wantsHead || f.wantsHead, let ref = refs[follower] { body(ref) }
         }
     }
 
@@ -198,7 +199,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func forEachFollower(of id: UInt64, _ body: (Ref) -> Void) {
         guard let list = followers[id] else { return }
         for follower in list {
-            if let f = records[follower] { body(f.ref) }
+            if let ref = refs[follower] { body(ref) }
         }
     }
 
@@ -209,8 +210,8 @@ public final class QueueState<Key: Hashable, Ref> {
         var list: [Ref] = []
         list.reserveCapacity(count)
         for id in running + waiting {
-            guard let record = records[id] else { continue }
-            if !record.detached { list.append(record.ref) }
+            guard let record = records[id], let ref = refs[id] else { continue }
+            if !record.detached { list.append(ref) }
             forEachFollower(of: id) { list.append($0) }
         }
         return list
@@ -245,8 +246,8 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Requests queued before a per-host limit was on get their origins when one is turned on.
     private func assignOrigins(_ origin: (Ref) -> String) {
         if scheduler.usesOrigins, !originsAssigned {
-            let records = records
-            scheduler.assignOrigins { id in records[id].map { origin($0.ref) } ?? "" }
+            let refs = refs
+            scheduler.assignOrigins { id in refs[id].map(origin) ?? "" }
         }
         originsAssigned = scheduler.usesOrigins
     }
@@ -285,7 +286,8 @@ public final class QueueState<Key: Hashable, Ref> {
            let leaderID = scheduler.ids(withKey: key).first, let leader = records[leaderID], leader.canLead,
            !traits.wantsHead || scheduler.placement(of: leaderID) != .running {
             // Share the transfer of an equal request already waiting or running.
-            records[id] = Record(ref, traits, leader: leaderID)
+            records[id] = Record(traits, leader: leaderID)
+            refs[id] = ref
             var list = followers.removeValue(forKey: leaderID) ?? []
             list.append(id)
             followers[leaderID] = list
@@ -299,9 +301,10 @@ public final class QueueState<Key: Hashable, Ref> {
                                      priority: traits.priority) { old, placement in
             if placement == .running { replacedRunning.append(old) }
         } ?? []
-        records[id] = Record(ref, traits)
+        records[id] = Record(traits)
+        refs[id] = ref
         for old in replaced {
-            if replacedRunning.contains(old), let earlier = records[old] { actions.append(.abort(earlier.ref)) }
+            if replacedRunning.contains(old), let earlier = refs[old] { actions.append(.abort(earlier)) }
             complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
         }
         startStartable(now: now, into: &actions)
@@ -343,12 +346,13 @@ public final class QueueState<Key: Hashable, Ref> {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
-        guard var record = records[id] else { return false }
+        guard var record = records[id], let ref = refs[id] else { return false }
         if let leaderID = record.leader {
             records[id] = nil
+            refs[id] = nil
             followerCount -= 1
             tally(.cancelled, downloaded: 0, uploaded: 0)
-            actions.append(.complete(record.ref, .cancelled(reason), attempts: record.attempts, sharing: false))
+            actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
             var list = followers.removeValue(forKey: leaderID) ?? []
             list.removeAll { $0 == id }
             if !list.isEmpty {
@@ -364,7 +368,7 @@ public final class QueueState<Key: Hashable, Ref> {
             records[id] = record
             detachedCount += 1
             stats.cancelled += 1
-            actions.append(.detach(record.ref, .cancelled(reason), attempts: record.attempts))
+            actions.append(.detach(ref, .cancelled(reason), attempts: record.attempts))
             return true
         }
         complete(id, .cancelled(reason), stopTransfer: true, into: &actions)
@@ -380,7 +384,7 @@ public final class QueueState<Key: Hashable, Ref> {
                              method: String, random: Double, now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
-              record.generation == generation else { return actions }
+              record.generation == generation, let ref = refs[id] else { return actions }
         let decision = AttemptDecision.decide(outcome: report.outcome, status: report.status,
                                               hasAuthHandler: record.hasAuthHandler && !record.detached,
                                               retry: retry, attempt: record.attempts, method: method,
@@ -390,7 +394,7 @@ public final class QueueState<Key: Hashable, Ref> {
             if record.hasCredentials { record.rejectedCredentials += 1 }
             record.phase = .authWait
             records[id] = record
-            actions.append(.challenge(record.ref, generation: generation, failures: record.rejectedCredentials))
+            actions.append(.challenge(ref, generation: generation, failures: record.rejectedCredentials))
         case .retry(let delay):
             if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
             // The attempt is counted when it starts (`retryDue`): a request cancelled during the
@@ -399,7 +403,7 @@ public final class QueueState<Key: Hashable, Ref> {
             record.phase = .retryWait
             records[id] = record
             stats.retried += 1
-            actions.append(.retry(record.ref, generation: record.generation, after: delay))
+            actions.append(.retry(ref, generation: record.generation, after: delay))
         case .complete:
             if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
             complete(id, .reported, report, stopTransfer: false, into: &actions)
@@ -422,11 +426,11 @@ public final class QueueState<Key: Hashable, Ref> {
     public func retryDue(_ id: UInt64, generation: UInt64) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .retryWait,
-              record.generation == generation else { return actions }
+              record.generation == generation, let ref = refs[id] else { return actions }
         record.attempts += 1
         record.phase = .running
         records[id] = record
-        actions.append(.start(record.ref, generation: generation, attempt: record.attempts))
+        actions.append(.start(ref, generation: generation, attempt: record.attempts))
         return actions
     }
 
@@ -439,7 +443,7 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The authentication handler answered the challenge of `generation`. Nil when the request no
     /// longer awaits that answer.
     public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer, now: Double) -> QueueActions<Ref>? {
-        guard awaitsAnswer(id, generation: generation), var record = records[id] else { return nil }
+        guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = refs[id] else { return nil }
         var actions = QueueActions<Ref>()
         switch answer {
         case .credential:
@@ -447,7 +451,7 @@ public final class QueueState<Key: Hashable, Ref> {
             record.generation &+= 1
             record.phase = .running
             records[id] = record
-            actions.append(.start(record.ref, generation: record.generation, attempt: record.attempts))
+            actions.append(.start(ref, generation: record.generation, attempt: record.attempts))
             return actions
         case .continueWithout(let report):
             if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
@@ -470,13 +474,13 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Starts what the scheduler lets start; asks for a wake-up when the rate limit holds back one.
     private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
         scheduler.takeStartable(now: now) { id in
-            guard var record = records[id] else { return }
+            guard var record = records[id], let ref = refs[id] else { return }
             record.phase = .running
             record.generation &+= 1
             record.attempts = 1
             records[id] = record
             stats.started += 1
-            actions.append(.start(record.ref, generation: record.generation, attempt: 1))
+            actions.append(.start(ref, generation: record.generation, attempt: 1))
         }
         if scheduler.rateLimit != nil, let next = scheduler.nextStartTime(now: now), next != scheduledWake {
             scheduledWake = next
@@ -497,25 +501,26 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The one completion of a request and of those sharing its transfer.
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
-        guard let record = records.removeValue(forKey: id) else { return }
+        guard let record = records.removeValue(forKey: id), let ref = refs.removeValue(forKey: id) else { return }
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
-        if stopTransfer, placement == .running { actions.append(.abort(record.ref)) }
+        if stopTransfer, placement == .running { actions.append(.abort(ref)) }
         let outcome = report?.outcome ?? .cancelled
         let down = report?.downloaded ?? 0, up = report?.uploaded ?? 0
         if record.detached {
             detachedCount -= 1
-            actions.append(.release(record.ref, ending, attempts: record.attempts))
+            actions.append(.release(ref, ending, attempts: record.attempts))
         } else {
             tally(outcome, downloaded: down, uploaded: up)
-            actions.append(.complete(record.ref, ending, attempts: record.attempts, sharing: false))
+            actions.append(.complete(ref, ending, attempts: record.attempts, sharing: false))
         }
         guard let list = followers.removeValue(forKey: id) else { return }
         for followerID in list {
-            guard let follower = records.removeValue(forKey: followerID) else { continue }
+            records[followerID] = nil
+            guard let follower = refs.removeValue(forKey: followerID) else { continue }
             followerCount -= 1
             tally(outcome, downloaded: down, uploaded: up)
-            actions.append(.complete(follower.ref, ending, attempts: record.attempts, sharing: true))
+            actions.append(.complete(follower, ending, attempts: record.attempts, sharing: true))
         }
     }
 }
