@@ -40,8 +40,8 @@ final class Request: @unchecked Sendable {
     /// hides the queue from leak checkers).
     var queue: Queue?
 
-    // Runtime, under the owning queue's monitor. (Its lifecycle, attempts and coalescing are the
-    /// queue's `QueueState`; these are what callers and the engine read of it.)
+    // Runtime, under the owning queue's monitor: what callers and the engine read of the lifecycle
+    // that the queue's `QueueState` holds (attempts, generations, coalescing).
     /// The number of the current attempt, set when the queue starts one.
     var attempts = 0
     var challenge: Challenge?
