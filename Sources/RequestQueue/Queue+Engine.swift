@@ -17,6 +17,20 @@ enum EngineReport {
     case startDue
 }
 
+extension EngineReport {
+    /// The response of an attempt that ended or failed to start.
+    var response: Response? {
+        switch self {
+        case let .attemptEnded(_, _, response), let .failedToStart(_, _, response): response
+        case .retryDue, .startDue: nil
+        }
+    }
+
+    var isRetryDue: Bool {
+        if case .retryDue = self { true } else { false }
+    }
+}
+
 /// What the engine does next itself, on its own thread (other commands go through its inbox).
 enum EngineReply {
     case none
@@ -54,32 +68,37 @@ extension Queue {
     /// engine itself does next.
     func report(_ report: EngineReport) -> EngineReply {
         monitor.lock()
-        let actions: QueueActions<Request>
-        var reported: Response?
+        let actions = mutation(for: report)
+        applyLocked(actions, reported: report.response)
+        monitor.unlock()
+        return reply(to: actions, startingNow: report.isRetryDue)
+    }
+
+    /// The state's mutation for a report (monitor held).
+    private func mutation(for report: EngineReport) -> QueueActions<Request> {
         switch report {
         case let .attemptEnded(request, generation, response):
-            reported = response
-            actions = state.attemptEnded(request.id, generation: generation, AttemptReport(response),
-                                         retry: request.retry, method: request.method,
-                                         random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
+            state.attemptEnded(request.id, generation: generation, AttemptReport(response),
+                               retry: request.retry, method: request.method,
+                               random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
-            reported = response
-            actions = state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
+            state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
         case let .retryDue(request, generation):
-            actions = state.retryDue(request.id, generation: generation)
+            state.retryDue(request.id, generation: generation)
         case .startDue:
-            actions = state.startDue(now: Clock.now())
+            state.startDue(now: Clock.now())
         }
-        applyLocked(actions, reported: reported)
-        monitor.unlock()
-        var retryDue = false
-        if case .retryDue = report { retryDue = true }
+    }
+
+    /// Sends the commands among a report's actions, but the retry timer and the start of a retried
+    /// attempt, which the engine does itself.
+    private func reply(to actions: QueueActions<Request>, startingNow: Bool) -> EngineReply {
         var reply = EngineReply.none
         actions.forEach { action in
             switch action {
             case let .retry(_, generation, delay):
                 reply = .retry(delay: delay, generation: generation)
-            case .start where retryDue:
+            case .start where startingNow:
                 reply = .start
             default:
                 send(action)
