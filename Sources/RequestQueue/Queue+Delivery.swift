@@ -18,6 +18,8 @@ extension Queue {
         case head(Request, Response)
     }
 
+    /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
+    /// batch (`signalOwedEvents`); any other thread wakes it now.
     func postLocked(_ event: Event) {
         undelivered += 1
         pending.pushBack(event)
