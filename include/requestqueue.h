@@ -181,7 +181,8 @@
  * compared case-insensitively, same values byte for byte, in the same order) and body (byte for
  * byte) are equal. Timeouts, callbacks and retry settings do not count. With the default
  * RQ_DUPLICATES_CANCEL_EARLIER, adding a request cancels every earlier equal request still waiting
- * or running in that queue; their completions say RQ_OUTCOME_CANCELLED.
+ * or running in that queue, as `rq_cancel` would (a running one's transfer stops); their completions
+ * say RQ_OUTCOME_CANCELLED.
  *
  * ===================================================================================================
  * What a server sends

@@ -16,7 +16,7 @@ final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)
         case abort(Request)
-        /// Call the queue's `startDue` at this monotonic time (rate limit).
+        /// Report `startDue` to the queue at this monotonic time (rate limit).
         case wake(at: Double)
         case shutdown
         /// Un-pause the transfer of a streamed body: the delivery caught up (Streaming.swift).
@@ -185,12 +185,14 @@ final class Engine: @unchecked Sendable {
                 if timer.deadline <= now { due.append(timer); return true }
                 return false
             }
-            for timer in due where queue.retryDue(timer.request, generation: timer.generation) {
-                start(timer.request, generation: timer.generation)
+            for timer in due {
+                if case .start = queue.report(.retryDue(timer.request, generation: timer.generation)) {
+                    start(timer.request, generation: timer.generation)
+                }
             }
             if let wake = wakeAt, wake <= now {
                 wakeAt = nil
-                queue.startDue()
+                _ = queue.report(.startDue)
                 continue
             }
             if !due.isEmpty { continue }
@@ -250,13 +252,13 @@ final class Engine: @unchecked Sendable {
         // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
         if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
             let message = "cannot use the CA file \(decodeCString(caFile)): not a regular file"
-            queue.attemptFailedToStart(request, generation: generation,
-                                       response: Response(outcome: .tls, status: 0, url: request.url.string, message: message,
-                                                          attempts: request.attempts))
+            _ = queue.report(.failedToStart(request, generation: generation,
+                                            Response(outcome: .tls, status: 0, url: request.url.string, message: message,
+                                                     attempts: request.attempts)))
             return
         }
         guard let transfer = pool.popLast() ?? Transfer(engine: self) else {
-            queue.attemptFailedToStart(request, generation: generation, response: failure(request, "out of memory"))
+            _ = queue.report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
             return
         }
         transfer.begin(request, generation: generation)
@@ -264,7 +266,7 @@ final class Engine: @unchecked Sendable {
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
             pool.append(transfer)
-            queue.attemptFailedToStart(request, generation: generation, response: failure(request, "libcurl refused the transfer"))
+            _ = queue.report(.failedToStart(request, generation: generation, failure(request, "libcurl refused the transfer")))
             return
         }
         transfer.slot = running.count
@@ -307,8 +309,8 @@ final class Engine: @unchecked Sendable {
 
     /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
     private func finished(_ request: Request, _ generation: UInt64, _ response: Response) {
-        if let retry = queue.attemptFinished(request, generation: generation, response: response) {
-            timers.append((Clock.now() + retry.delay, request, retry.generation))
+        if case let .retry(delay, next) = queue.report(.attemptEnded(request, generation: generation, response)) {
+            timers.append((Clock.now() + delay, request, next))
         }
     }
 
@@ -342,16 +344,25 @@ final class Engine: @unchecked Sendable {
         if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
     }
 
+    // What a transfer posts for its attempt, through the queue's one path (`Queue.post`).
+
     func reportProgress(_ request: Request, _ generation: UInt64, upload: Bool, done: Int64, total: Int64) {
-        queue.progress(request, generation: generation, upload: upload, done: done, total: total)
+        _ = queue.post(request, generation: generation) { .progress($0, upload: upload, done: done, total: total) }
     }
 
+    /// Posts the head of the attempt's final response to those with a head callback; `make` runs
+    /// only when one has.
     func postHead(_ request: Request, _ generation: UInt64, _ make: () -> Response) {
-        queue.postHead(request, generation: generation, make)
+        var head: Response?
+        _ = queue.post(request, generation: generation, wantsHead: true) { recipient in
+            let made = head ?? make()
+            head = made
+            return .head(recipient, made)
+        }
     }
 
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
     func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk) -> Bool {
-        queue.postChunk(request, generation: generation, chunk)
+        queue.post(request, generation: generation) { .chunk($0, chunk) }
     }
 }

@@ -40,16 +40,12 @@ final class Request: @unchecked Sendable {
     /// hides the queue from leak checkers).
     var queue: Queue?
 
-    // Runtime, under the owning queue's monitor.
-    /// Bumped at every new attempt and at completion, so stale engine events are recognised.
-    var generation: UInt64 = 0
+    // Runtime, under the owning queue's monitor: what callers and the engine read of the lifecycle
+    // that the queue's `QueueState` holds (attempts, generations, coalescing).
+    /// The number of the current attempt, set when the queue starts one.
     var attempts = 0
     var challenge: Challenge?
-    var rejectedCredentials = 0
     var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
-    /// Coalescing: the request whose transfer this one shares, or the ones sharing this one's.
-    var leader: Request?
-    var followers: [Request] = []
     /// A leader cancelled by its caller while followers still wait: its own completion was
     /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
     var detached = false

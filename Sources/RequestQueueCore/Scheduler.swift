@@ -156,12 +156,16 @@ public struct Scheduler<Key: Hashable> {
     /// Adds a waiting request. Returns the ids of earlier equal requests that it replaces (they are
     /// removed; the caller completes them as cancelled). Adding an id already present changes
     /// nothing and returns nil. `priority` is clamped to `Scheduler.priorities`.
-    public mutating func add(_ id: UInt64, key: Key?, origin: String = "", priority: Int = 0) -> [UInt64]? {
+    /// `removed` is called with each replaced id and where it was.
+    public mutating func add(_ id: UInt64, key: Key?, origin: String = "", priority: Int = 0,
+                             removed: (UInt64, Placement) -> Void = { _, _ in }) -> [UInt64]? {
         guard placement(of: id) == nil else { return nil }
         var replaced: [UInt64] = []
         if let key {
             if cancelsEarlierDuplicates, let earlier = idsByKey[key] {
-                for old in earlier { _ = remove(old) }
+                for old in earlier {
+                    if let placement = remove(old) { removed(old, placement) }
+                }
                 replaced = earlier
             }
             idsByKey[key, default: []].append(id)

@@ -252,6 +252,25 @@ import Testing
         #expect(rec.completions.count == 4)
     }
 
+    @Test func aRunningRequestReplacedByADuplicateStopsItsTransfer() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 2)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let url = fixture.url("/hold?key=\(g)&n=10&group=\(g)")
+        _ = addAndRelease(q, try rec.request(url, tag: "first"))
+        fixture.waitForLog(group: g) { $0.entries.count == 1 }
+        _ = addAndRelease(q, try rec.request(url, tag: "second"))
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("first")?.outcome == RQ_OUTCOME_CANCELLED)
+        // The server, still holding the first response, sees its client go.
+        #expect(fixture.waitForLog(group: g) { $0.entries.first?.clientGone == true }.entries.first?.clientGone == true)
+        _ = fixture.get("/_/release?key=\(g)")
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("second")?.outcome == RQ_OUTCOME_OK)
+        #expect(rec.completions.count == 2)
+    }
+
     @Test func equalityIsMethodURLHeadersAndBody() throws {
         let q = try makeQueue(max: 1)
         defer { _ = rq_queue_free(q) }

@@ -1,0 +1,51 @@
+import CRequestQueueAPI
+import Glibc
+
+// Closing: `rq_queue_free` (cancel everything, stop the engine, deliver what is left), and its
+// counterpart in a forked child.
+
+extension Queue {
+    /// Frees the queue: cancels everything, stops the engine, delivers what is left. Only the first
+    /// caller does it and gets RQ_OK; one that comes while it is under way waits for its end, then
+    /// gets RQ_ERR_INVALID_HANDLE, as any call on a freed queue.
+    func close() -> rq_result {
+        let first: Bool = monitor.withLock {
+            guard state.close() else {
+                while !freed { _ = monitor.wait(until: nil) }
+                return false
+            }
+            return true
+        }
+        guard first else { return RQ_ERR_INVALID_HANDLE }
+        cancelAll(reason: .queueFreed)
+        engine.shutdown()
+        if threaded {
+            monitor.withLock {
+                while undelivered > 0 { _ = monitor.wait(until: nil) }
+                deliveryStopping = true
+                deliveryWake.signal()
+            }
+            if let deliveryThread { pthread_join(deliveryThread, nil) }
+        } else {
+            while monitor.withLock({ undelivered > 0 }) { _ = dispatch(limit: 0) }
+            Glibc.close(eventFD)
+        }
+        HandleTable.shared.remove(handle)
+        monitor.withLock {
+            freed = true
+            monitor.broadcast()
+        }
+        return RQ_OK
+    }
+
+    /// `rq_queue_free` of an inherited queue, in a child process: forgets the queue without its
+    /// locks or threads (see ForkGuard). Closes the child's copy of the dispatch descriptor; the
+    /// parent's connections are left alone (closing them here would end the parent's TLS
+    /// sessions). False when another thread of the child freed it first.
+    func abandonInChild() -> Bool {
+        guard ForkGuard.abandon(self) else { return false }
+        HandleTable.shared.remove(handle)
+        if eventFD >= 0 { Glibc.close(eventFD) }
+        return true
+    }
+}

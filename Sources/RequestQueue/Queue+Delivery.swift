@@ -1,0 +1,210 @@
+import CCurl
+import CRequestQueueAPI
+import Glibc
+import RequestQueueCore
+
+// Delivery: the events a queue posts (progress, heads, body chunks, challenges, completions), run in
+// order by the delivery thread (threaded mode) or by `rq_queue_dispatch` (dispatch mode), never on
+// the engine thread; the engine's batching of its posts; waiting until the queue is idle.
+
+extension Queue {
+    enum Event {
+        case progress(Request, upload: Bool, done: Int64, total: Int64)
+        case challenge(Request, Challenge, failures: Int)
+        case completion(Request, Response)
+        /// A piece of a streamed body (Streaming.swift).
+        case chunk(Request, StreamChunk)
+        /// The head of an attempt's final response ("Response heads" in include/requestqueue.h).
+        case head(Request, Response)
+    }
+
+    /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
+    /// batch (`signalOwedEvents`); any other thread wakes it now.
+    func postLocked(_ event: Event) {
+        undelivered += 1
+        pending.pushBack(event)
+        if engine.isCurrentThread {
+            if eventsOwed == 0 { eventsOwedSince = Clock.now() }
+            eventsOwed += 1
+            if eventsOwed < 64 { return }
+            eventsOwed = 0
+        }
+        signalLocked()
+    }
+
+    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
+    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 }
+
+    /// Engine thread: tells the delivery about the events it posted.
+    func signalOwedEvents() {
+        guard eventsOwed > 0 else { return }
+        eventsOwed = 0
+        monitor.withLock { signalLocked() }
+    }
+
+    /// Wakes whoever runs the pending events: the delivery thread, or the host through the fd.
+    func signalLocked() {
+        if threaded {
+            if deliveryWaiting { deliveryWake.signal() }
+        } else if !eventFDSignalled, !pending.isEmpty {
+            eventFDSignalled = true
+            var one: UInt64 = 1
+            _ = write(eventFD, &one, 8)
+        }
+    }
+
+    /// Threaded mode: the delivery thread runs the pending events in order, in batches, until the
+    /// queue is freed.
+    func deliveryLoop() {
+        var batch = RingDeque<Event>()
+        monitor.lock()
+        while true {
+            while pending.isEmpty, !deliveryStopping {
+                deliveryWaiting = true
+                deliveryWake.wait()
+                deliveryWaiting = false
+            }
+            if pending.isEmpty { break }
+            swap(&batch, &pending)
+            monitor.unlock()
+            let count = batch.count
+            engine.deferringWakeUps {
+                while let event = batch.popFront() {
+                    run(event)
+                    engine.flushDeferredWakeIfDue()
+                }
+            }
+            monitor.lock()
+            delivered(count)
+        }
+        monitor.unlock()
+    }
+
+    /// `count` events finished running (monitor held). Wakes the waiters of the monitor (`waitIdle`,
+    /// `close`) only when what they wait for may have come: the queue idle, or everything of a closing
+    /// queue delivered. (Waking them after every batch cost a refill-shaped client several futex
+    /// calls per request.)
+    private func delivered(_ count: Int) {
+        undelivered -= count
+        if undelivered == 0, state.isClosed || state.scheduledCount == 0 { monitor.broadcast() }
+    }
+
+    // MARK: Delivery
+
+    private func run(_ event: Event) {
+        let previous = CallbackContext.currentQueue
+        CallbackContext.currentQueue = handle
+        switch event {
+        case let .progress(request, upload, done, total):
+            if !request.completionDelivered, let fn = upload ? request.uploadProgress : request.downloadProgress {
+                if upload { request.deliveredUpload = (done, total) } else { request.deliveredDownload = (done, total) }
+                fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+            }
+        case let .challenge(request, challenge, failures):
+            if !request.completionDelivered, let fn = request.authHandler,
+               HandleTable.shared.lookup(challenge.pointer, kind: .challenge, as: Challenge.self) != nil {
+                fn(request.context, request.pointer, challenge.pointer, UInt32(clamping: failures),
+                   challenge.response.pointer)
+            }
+        case let .completion(request, response):
+            deliverCompletion(request, response)
+        case let .chunk(request, chunk):
+            deliverChunk(request, chunk)
+        case let .head(request, head):
+            if !request.completionDelivered, let fn = request.headCallback {
+                fn(request.context, request.pointer, head.pointer)
+            }
+        }
+        CallbackContext.currentQueue = previous
+        // Before the count drops (`delivered`): whoever waits for it (rq_queue_free, wait_idle)
+        // then finds the request finished.
+        if case let .completion(request, _) = event {
+            request.lock.withLock { request.finished = true }
+            request.releaseHandleIfUnused()
+        }
+    }
+
+    private func deliverCompletion(_ request: Request, _ response: Response) {
+        if let fn = request.downloadProgress {
+            // A cancelled request's response has no transfer figures: its final call repeats the
+            // last one, so that `done` does not go back.
+            let (done, total) = response.outcome == .cancelled ? request.deliveredDownload
+                : (response.downloadDone, response.outcome == .ok ? response.downloadDone : response.downloadTotal)
+            fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+        }
+        if let fn = request.uploadProgress, request.hasBody {
+            let (done, total) = response.outcome == .cancelled ? request.deliveredUpload
+                : (response.uploaded, response.uploadTotal)
+            fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
+        }
+        request.completionDelivered = true
+        if let fn = request.completion {
+            fn(request.context, request.pointer, response.pointer)
+        }
+        if let free = request.contextFree { free(request.context) }
+    }
+
+    /// Dispatch mode: runs up to `limit` pending events (0 = those pending now).
+    func dispatch(limit: Int) -> Int {
+        dispatchLock.lock()
+        defer { dispatchLock.unlock() }
+        let count = limit > 0 ? limit : monitor.withLock { pending.count }
+        var ran = 0, drained = false
+        engine.deferringWakeUps {
+            while ran < count {
+                let next: Event? = monitor.withLock {
+                    if ran > 0 { delivered(1) }
+                    let event = pending.popFront()
+                    if pending.isEmpty, eventFDSignalled {
+                        eventFDSignalled = false
+                        var value: UInt64 = 0
+                        _ = read(eventFD, &value, 8)
+                    }
+                    return event
+                }
+                guard let event = next else {
+                    drained = true  // the last event's delivered(1) is done
+                    return
+                }
+                run(event)
+                ran += 1
+                engine.flushDeferredWakeIfDue()
+            }
+        }
+        if ran > 0, !drained { monitor.withLock { delivered(1) } }
+        return ran
+    }
+
+    private var isIdleLocked: Bool { state.scheduledCount == 0 && undelivered == 0 }
+
+    /// Waits until nothing runs, waits or remains to be delivered; `deadline` is monotonic.
+    func waitIdle(deadline: Double?) -> rq_result {
+        if threaded {
+            return monitor.withLock {
+                while !isIdleLocked {
+                    if !monitor.wait(until: deadline), !isIdleLocked { return RQ_ERR_TIMED_OUT }
+                }
+                return RQ_OK
+            }
+        }
+        while true {
+            _ = dispatch(limit: 0)
+            if monitor.withLock({ isIdleLocked }) { return RQ_OK }
+            var waitMs: Int32 = 100
+            if let deadline {
+                let remaining = deadline - Clock.now()
+                if remaining <= 0 { return RQ_ERR_TIMED_OUT }
+                waitMs = Int32(min(100, max(1, remaining * 1000)))
+            }
+            var fd = pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&fd, 1, waitMs)
+        }
+    }
+}
+
+/// done / total within [0, 1], or RQ_PROGRESS_INDETERMINATE when the total is unknown.
+func progressValue(done: Int64, total: Int64) -> Double {
+    if total < 0 { return -1 }
+    if total == 0 { return 1 }
+    return min(1, max(0, Double(done) / Double(total)))
+}

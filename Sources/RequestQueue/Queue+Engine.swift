@@ -1,0 +1,227 @@
+import Glibc
+import RequestQueueCore
+
+// The queue's side of the engine: the one step every change of the queue goes through (a mutation
+// of `QueueState` under the monitor, its events queued there, its commands sent to the engine after
+// unlocking), and what the engine reports.
+
+/// What the engine reports about a request's attempts (`Queue.report`).
+enum EngineReport {
+    /// An attempt ended with this response.
+    case attemptEnded(Request, generation: UInt64, Response)
+    /// A transfer could not even be set up: the request fails with this response.
+    case failedToStart(Request, generation: UInt64, Response)
+    /// A retry timer fired.
+    case retryDue(Request, generation: UInt64)
+    /// The wake-up asked for by the rate limit came.
+    case startDue
+}
+
+extension EngineReport {
+    /// The response of an attempt that ended or failed to start.
+    var response: Response? {
+        switch self {
+        case let .attemptEnded(_, _, response), let .failedToStart(_, _, response): response
+        case .retryDue, .startDue: nil
+        }
+    }
+
+    var isRetryDue: Bool {
+        if case .retryDue = self { true } else { false }
+    }
+}
+
+/// What the engine does next itself, on its own thread (other commands go through its inbox).
+enum EngineReply {
+    case none
+    /// Arm a retry timer: report `retryDue` of `generation` after `delay` seconds.
+    case retry(delay: Double, generation: UInt64)
+    /// Start the attempt whose retry came due, now.
+    case start
+}
+
+extension AttemptReport {
+    /// What the decisions read of a response.
+    init(_ response: Response) {
+        let throttled = response.status == 429 || response.status == 503
+        let retryAfter = throttled ? response.headerValue("Retry-After").flatMap {
+            RetryPolicy.retryAfterSeconds($0, now: Double(time(nil)))
+        } : nil
+        self.init(outcome: response.outcome, status: Int(response.status), retryAfter: retryAfter,
+                  hasDeferredHead: response.deferredHead != nil,
+                  downloaded: response.downloaded, uploaded: response.uploaded)
+    }
+}
+
+extension Queue {
+    /// Runs a mutation of the state under the monitor, queues the events it returns there, and
+    /// sends the engine its commands after unlocking.
+    func perform(_ mutation: (QueueState<DuplicateKey, Request>) -> QueueActions<Request>) {
+        monitor.lock()
+        let actions = mutation(state)
+        applyLocked(actions)
+        monitor.unlock()
+        send(actions)
+    }
+
+    /// Engine thread: the one entry point of the engine's reports about attempts; returns what the
+    /// engine itself does next.
+    func report(_ report: EngineReport) -> EngineReply {
+        monitor.lock()
+        let actions = mutation(for: report)
+        applyLocked(actions, reported: report.response)
+        monitor.unlock()
+        return reply(to: actions, startingNow: report.isRetryDue)
+    }
+
+    /// The state's mutation for a report (monitor held).
+    private func mutation(for report: EngineReport) -> QueueActions<Request> {
+        switch report {
+        case let .attemptEnded(request, generation, response):
+            state.attemptEnded(request.id, generation: generation, AttemptReport(response),
+                               retry: request.retry, method: request.method,
+                               random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
+        case let .failedToStart(request, generation, response):
+            state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
+        case let .retryDue(request, generation):
+            state.retryDue(request.id, generation: generation)
+        case .startDue:
+            state.startDue(now: Clock.now())
+        }
+    }
+
+    /// Sends the commands among a report's actions, but the retry timer and the start of a retried
+    /// attempt, which the engine does itself.
+    private func reply(to actions: QueueActions<Request>, startingNow: Bool) -> EngineReply {
+        var reply = EngineReply.none
+        actions.forEach { action in
+            switch action {
+            case let .retry(_, generation, delay):
+                reply = .retry(delay: delay, generation: generation)
+            case .start where startingNow:
+                reply = .start
+            default:
+                send(action)
+            }
+        }
+        return reply
+    }
+
+    /// Whether `generation` is still the current attempt of a running request.
+    func isCurrent(_ request: Request, generation: UInt64) -> Bool {
+        monitor.withLock { state.isCurrent(request.id, generation: generation) }
+    }
+
+    /// The one path of what a running attempt posts (progress, its head, body chunks): `event`
+    /// makes the event of each request that gets the attempt's events (the request unless
+    /// cancelled while others share its transfer, and those; with `wantsHead`, only those with a
+    /// head callback). False when `generation` is not the current attempt.
+    func post(_ request: Request, generation: UInt64, wantsHead: Bool = false, _ event: (Request) -> Event) -> Bool {
+        monitor.withLock {
+            state.forEachRecipient(of: request.id, generation: generation, wantsHead: wantsHead) { postLocked(event($0)) }
+        }
+    }
+
+    /// Has the engine resume the transfer of `request`, paused until its chunks were delivered.
+    /// Only while the request runs: a completed one has no transfer, and once every request of a
+    /// closing queue completed, its engine stops. (A resume that arrives after the request ended
+    /// finds no paused transfer: `Transfer.unpause` does nothing then.)
+    func resumeStream(_ request: Request) {
+        if monitor.withLock({ state.isStarted(request.id) }) { engine.send(.resume(request)) }
+    }
+
+    /// Acts on a mutation's actions with the monitor held: the requests' states as callers read
+    /// them, and the events to deliver. `reported` is the response of the report that caused them
+    /// (the one a `.reported` ending completes with).
+    func applyLocked(_ actions: QueueActions<Request>, reported: Response? = nil) {
+        // The response of the last completion, which a coalesced request's `sharing` one reuses.
+        var last: Response?
+        func response(_ request: Request, _ ending: Ending, _ attempts: Int) -> Response {
+            switch ending {
+            case .reported:
+                // Every `.reported` ending comes from a mutation given a report.
+                if let reported { return reported }
+                return .cancelled(url: request.url.string, attempts: attempts)
+            case .cancelled(let reason):
+                return .cancelled(url: request.url.string, attempts: attempts, message: reason.message)
+            }
+        }
+        actions.forEach { action in
+            switch action {
+            case let .start(request, _, attempt):
+                request.attempts = attempt
+                if request.state != .running {
+                    setState(request, .running)
+                    state.forEachFollower(of: request.id) { setState($0, .running) }
+                }
+            case let .complete(request, ending, attempts, sharing):
+                let made = sharing ? last ?? response(request, ending, attempts) : response(request, ending, attempts)
+                last = made
+                finish(request)
+                postLocked(.completion(request, made))
+            case let .detach(request, ending, attempts):
+                let made = response(request, ending, attempts)
+                last = made
+                request.lock.withLock { request.detached = true }
+                postLocked(.completion(request, made))
+            case let .release(request, ending, attempts):
+                last = response(request, ending, attempts)
+                finish(request)
+                request.lock.withLock { request.detached = false }
+                request.releaseHandleIfUnused()
+            case let .head(request):
+                if let head = reported?.deferredHead { postLocked(.head(request, head)) }
+            case let .challenge(request, generation, failures):
+                guard let reported else { return }
+                let challenge = Challenge(request: request, generation: generation, response: reported)
+                request.challenge = challenge
+                postLocked(.challenge(request, challenge, failures: failures))
+            case .abort, .retry, .wake:
+                return
+            }
+        }
+    }
+
+    /// Sends the engine the commands among `actions`, with the monitor not held. (The engine's
+    /// reports go through `report`, which keeps a retry's timer and start on the engine thread.)
+    func send(_ actions: QueueActions<Request>) {
+        actions.forEach { send($0) }
+    }
+
+    private func send(_ action: QueueAction<Request>) {
+        switch action {
+        case let .start(request, generation, _): engine.send(.start(request, generation))
+        case let .abort(request): engine.send(.abort(request))
+        case let .wake(at): engine.send(.wake(at: at))
+        default: break
+        }
+    }
+
+    /// The request has completed (monitor held): callers see it so; its challenge, if any, is void.
+    private func finish(_ request: Request) {
+        setState(request, .completed)
+        if let challenge = request.challenge {
+            challenge.invalidate()
+            request.challenge = nil
+        }
+    }
+
+    func setState(_ request: Request, _ state: RequestState) {
+        request.lock.withLock {
+            request.state = state
+            if state == .completed { request.queue = nil }
+        }
+    }
+}
+
+extension CancelReason {
+    /// The message of the cancelled response.
+    var message: String {
+        switch self {
+        case .caller: "the request was cancelled"
+        case .duplicate: "cancelled by a duplicate request added later"
+        case .authHandler: "cancelled by the authentication handler"
+        case .queueFreed: "the queue was freed"
+        }
+    }
+}

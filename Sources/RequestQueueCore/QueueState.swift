@@ -1,0 +1,526 @@
+/// What `Queue.duplicates` does with a request equal to one already in the queue.
+public enum Duplicates: Sendable {
+    /// The new request replaces the earlier ones: they complete as cancelled.
+    case cancelEarlier
+    case allow
+    /// The new request shares the transfer of the earlier one (GET, HEAD, OPTIONS without a
+    /// streamed body) and gets the same response.
+    case coalesce
+}
+
+/// Queue-level counters (`rq_queue_stats`).
+public struct QueueStats: Equatable, Sendable {
+    public var added: UInt64 = 0
+    public var started: UInt64 = 0
+    public var retried: UInt64 = 0
+    public var succeeded: UInt64 = 0
+    public var failed: UInt64 = 0
+    public var cancelled: UInt64 = 0
+    public var coalesced: UInt64 = 0
+    public var bytesDown: UInt64 = 0
+    public var bytesUp: UInt64 = 0
+
+    public init() {}
+}
+
+/// What the engine saw of an ended attempt, for the decision that follows (and the counters).
+public struct AttemptReport: Sendable {
+    public var outcome: Outcome
+    public var status: Int
+    /// Seconds from a 429/503's Retry-After, when it had a valid one.
+    public var retryAfter: Double?
+    /// Whether the response carries a head held back until the decision was made (the engine holds
+    /// back the head of a response that may be challenged); it goes out with a retry or completion.
+    public var hasDeferredHead: Bool
+    public var downloaded: Int64
+    public var uploaded: Int64
+
+    public init(outcome: Outcome, status: Int = 0, retryAfter: Double? = nil, hasDeferredHead: Bool = false,
+                downloaded: Int64 = 0, uploaded: Int64 = 0) {
+        self.outcome = outcome
+        self.status = status
+        self.retryAfter = retryAfter
+        self.hasDeferredHead = hasDeferredHead
+        self.downloaded = downloaded
+        self.uploaded = uploaded
+    }
+}
+
+/// What `QueueState.add` reads of a request's settings (frozen once it is added).
+public struct RequestTraits {
+    public var method: String
+    public var priority: Int
+    public var hasAuthHandler: Bool
+    public var wantsHead: Bool
+    /// Its body goes to a callback or a file: it neither shares nor lends its transfer.
+    public var streamsBody: Bool
+
+    public init(method: String = "GET", priority: Int = 0, hasAuthHandler: Bool = false, wantsHead: Bool = false,
+                streamsBody: Bool = false) {
+        self.method = method
+        self.priority = priority
+        self.hasAuthHandler = hasAuthHandler
+        self.wantsHead = wantsHead
+        self.streamsBody = streamsBody
+    }
+}
+
+/// The answer to an authentication challenge.
+public enum ChallengeAnswer: Sendable {
+    /// Try again with credentials (a new attempt of the same number).
+    case credential
+    /// Complete with the challenged response (`report`).
+    case continueWithout(AttemptReport)
+    case cancel
+}
+
+/// The lifecycle of a queue's requests without I/O: which wait, which run, which wait for a retry
+/// or an authentication answer, which share another's transfer (coalescing), the counters, and
+/// whether the queue is closed. Every mutation returns the `QueueActions` its owner must carry out;
+/// the owner (the runtime's Queue, under its lock) holds the requests themselves.
+///
+/// Requests are identified by small integer ids (slot numbers, as in `Scheduler`); `Ref` is what
+/// the owner wants back in actions (the runtime's request object), `Key` the duplicate-equality key.
+///
+/// A request's phases: waiting -> running -> (retry wait -> running | auth wait -> running)* ->
+/// completed (gone from the state). Each attempt has a generation: a report about another
+/// generation than the current one is ignored, so a late report of a cancelled or superseded
+/// attempt changes nothing. A coalesced request (a follower) has no phase of its own: it follows
+/// its leader's and completes with it. A leader cancelled while it has followers is detached: its
+/// completion is delivered, its transfer goes on for them, and it leaves when they have.
+///
+/// A class, so that the owner's queries never copy it. Not thread-safe: the owner serializes access.
+public final class QueueState<Key: Hashable, Ref> {
+    public enum Phase: Equatable, Sendable {
+        case waiting
+        case running
+        case retryWait
+        case authWait
+    }
+
+    /// A request's state; plain values, so that updating one costs no reference counting (its
+    /// `Ref` is kept apart, in `refs`).
+    struct Record {
+        /// It has a head callback.
+        let wantsHead: Bool
+        let hasAuthHandler: Bool
+        /// It does not stream its body: others may share its transfer.
+        let canLead: Bool
+        var phase = Phase.waiting
+        var generation: UInt64 = 0
+        var attempts = 0
+        /// A follower: the leader whose transfer it shares.
+        var leader: UInt64?
+        var detached = false
+        var hasCredentials = false
+        var rejectedCredentials = 0
+
+        init(_ traits: RequestTraits, leader: UInt64? = nil) {
+            wantsHead = traits.wantsHead
+            hasAuthHandler = traits.hasAuthHandler
+            canLead = !traits.streamsBody
+            self.leader = leader
+        }
+    }
+
+    public private(set) var scheduler = Scheduler<Key>()
+    /// Every request in the queue, by id, and what the owner wants back in its actions.
+    private var records = SlotMap<Record>()
+    private var refs = SlotMap<Ref>()
+    /// The followers of each leader that has some, in the order they joined.
+    private var followers = SlotMap<[UInt64]>()
+    public private(set) var stats = QueueStats()
+    private var followerCount = 0
+    private var detachedCount = 0
+    public private(set) var duplicates = Duplicates.cancelEarlier
+    /// Set by `close`: no request is accepted any more.
+    public private(set) var isClosed = false
+    /// The rate-limit wake-up already asked for.
+    private var scheduledWake: Double?
+    /// Whether the scheduler has the origins of the requests (it needs them only while a per-host
+    /// limit is on; they cost a string per request).
+    private var originsAssigned = false
+
+    public init() {}
+
+    /// Requests in the queue, each coalesced one counted, each detached leader not.
+    public var count: Int { scheduler.count - detachedCount + followerCount }
+
+    /// Requests in the scheduler (detached leaders included): the queue is idle at 0.
+    public var scheduledCount: Int { scheduler.count }
+
+    public func phase(of id: UInt64) -> Phase? {
+        guard let record = records[id] else { return nil }
+        if let leader = record.leader { return records[leader]?.phase }
+        return record.phase
+    }
+
+    public func isDetached(_ id: UInt64) -> Bool { records[id]?.detached == true }
+
+    /// Whether `generation` is the running attempt of the request (reports of it count).
+    public func isCurrent(_ id: UInt64, generation: UInt64) -> Bool {
+        guard let record = records[id] else { return false }
+        return record.leader == nil && record.phase == .running && record.generation == generation
+    }
+
+    /// Whether the request has a transfer in the engine, or a retry or answer pending.
+    public func isStarted(_ id: UInt64) -> Bool {
+        guard let record = records[id], record.leader == nil else { return false }
+        return record.phase != .waiting
+    }
+
+    /// Whether the request awaits the answer to the challenge of `generation`.
+    public func awaitsAnswer(_ id: UInt64, generation: UInt64) -> Bool {
+        guard let record = records[id] else { return false }
+        return record.leader == nil && record.phase == .authWait && record.generation == generation
+    }
+
+    /// Calls `body` with the requests that get the events of the running attempt `generation` of
+    /// `id` (progress, a head, ...): the request itself unless it is detached, and those sharing its
+    /// transfer; `wantsHead` keeps those with a head callback only. Returns false, calling nothing,
+    /// when the attempt is not current.
+    @discardableResult
+    public func forEachRecipient(of id: UInt64, generation: UInt64, wantsHead: Bool = false, _ body: (Ref) -> Void) -> Bool {
+        guard let record = records[id], record.leader == nil, record.phase == .running,
+              record.generation == generation else { return false }
+        recipients(id, record, wantsHead: wantsHead, body)
+        return true
+    }
+
+    private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
+        if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
+        guard let list = followers[id] else { return }
+        for follower in list {
+            if let f = records[follower], !wantsHead || f.wantsHead, let ref = refs[follower] { body(ref) }
+        }
+    }
+
+    /// The requests sharing the transfer of `id`, in the order they joined.
+    public func forEachFollower(of id: UInt64, _ body: (Ref) -> Void) {
+        guard let list = followers[id] else { return }
+        for follower in list {
+            if let ref = refs[follower] { body(ref) }
+        }
+    }
+
+    /// Running requests in start order, then waiting ones in start order; each coalesced request
+    /// right after the one whose transfer it shares; detached leaders left out.
+    public func snapshot() -> [Ref] {
+        let (running, waiting) = scheduler.snapshot()
+        var list: [Ref] = []
+        list.reserveCapacity(count)
+        for id in running + waiting {
+            guard let record = records[id], let ref = refs[id] else { continue }
+            if !record.detached { list.append(ref) }
+            forEachFollower(of: id) { list.append($0) }
+        }
+        return list
+    }
+
+    // MARK: Settings
+
+    public func setMaxConcurrent(_ value: Int, now: Double) -> QueueActions<Ref> {
+        scheduler.maxConcurrent = value
+        return startStartable(now: now)
+    }
+
+    public func setOrder(_ order: QueueOrder) { scheduler.order = order }
+
+    public func setDuplicates(_ mode: Duplicates) {
+        duplicates = mode
+        scheduler.cancelsEarlierDuplicates = mode == .cancelEarlier
+    }
+
+    public func setMaxPerHost(_ value: Int, now: Double, origin: (Ref) -> String) -> QueueActions<Ref> {
+        scheduler.maxPerHost = value
+        assignOrigins(origin)
+        return startStartable(now: now)
+    }
+
+    public func setRateLimit(_ value: RateLimit?, now: Double, origin: (Ref) -> String) -> QueueActions<Ref> {
+        scheduler.rateLimit = value
+        assignOrigins(origin)
+        return startStartable(now: now)
+    }
+
+    /// Requests queued before a per-host limit was on get their origins when one is turned on.
+    private func assignOrigins(_ origin: (Ref) -> String) {
+        if scheduler.usesOrigins, !originsAssigned {
+            let refs = refs
+            scheduler.assignOrigins { id in refs[id].map(origin) ?? "" }
+        }
+        originsAssigned = scheduler.usesOrigins
+    }
+
+    public func suspend() { scheduler.suspend() }
+
+    public func resume(now: Double) -> QueueActions<Ref> {
+        scheduler.resume()
+        return startStartable(now: now)
+    }
+
+    /// Changes a request's priority (a coalesced request's counts for nothing: it has no place of
+    /// its own), then starts what can start.
+    public func setPriority(_ id: UInt64, _ priority: Int, now: Double) -> QueueActions<Ref> {
+        if let record = records[id], record.leader == nil { scheduler.setPriority(id, priority) }
+        return startStartable(now: now)
+    }
+
+    /// Closes the queue (no request is accepted any more); false when it was closed already.
+    public func close() -> Bool {
+        guard !isClosed else { return false }
+        isClosed = true
+        return true
+    }
+
+    // MARK: Adding and cancelling
+
+    /// Adds a request (the owner has checked that the queue is open and the request new).
+    /// `key` is asked for only when duplicates matter, `origin` only while origins do.
+    public func add(_ id: UInt64, _ ref: Ref, traits: RequestTraits, now: Double,
+                    key: () -> Key, origin: () -> String) -> QueueActions<Ref> {
+        var actions = QueueActions<Ref>()
+        stats.added += 1
+        let key = duplicates == .allow ? nil : key()
+        if duplicates == .coalesce, let key, !traits.streamsBody, HTTPMethods.coalescable.contains(traits.method),
+           let leaderID = scheduler.ids(withKey: key).first, let leader = records[leaderID], leader.canLead,
+           !traits.wantsHead || scheduler.placement(of: leaderID) != .running {
+            // Share the transfer of an equal request already waiting or running.
+            records[id] = Record(traits, leader: leaderID)
+            refs[id] = ref
+            var list = followers.removeValue(forKey: leaderID) ?? []
+            list.append(id)
+            followers[leaderID] = list
+            followerCount += 1
+            stats.coalesced += 1
+            return actions
+        }
+        // The scheduler removes the requests this one replaces: those that ran are stopped here.
+        var replacedRunning: [UInt64] = []
+        let replaced = scheduler.add(id, key: key, origin: scheduler.usesOrigins ? origin() : "",
+                                     priority: traits.priority) { old, placement in
+            if placement == .running { replacedRunning.append(old) }
+        } ?? []
+        records[id] = Record(traits)
+        refs[id] = ref
+        for old in replaced {
+            if replacedRunning.contains(old), let earlier = refs[old] { actions.append(.abort(earlier)) }
+            complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
+        }
+        startStartable(now: now, into: &actions)
+        return actions
+    }
+
+    /// Cancels one request, then starts what can start. Nil when it is not in the queue (or is a
+    /// detached leader, whose completion was delivered).
+    public func cancel(_ id: UInt64, reason: CancelReason = .caller, now: Double) -> QueueActions<Ref>? {
+        var actions = QueueActions<Ref>()
+        guard cancel(id, reason: reason, into: &actions) else { return nil }
+        startStartable(now: now, into: &actions)
+        return actions
+    }
+
+    /// Cancels these requests (those not in the queue are skipped), then starts what can start;
+    /// returns how many completions that produced.
+    public func cancel(_ ids: [UInt64], reason: CancelReason = .caller, now: Double) -> (count: Int, actions: QueueActions<Ref>) {
+        var actions = QueueActions<Ref>()
+        var count = 0
+        for id in ids where cancel(id, reason: reason, into: &actions) { count += 1 }
+        startStartable(now: now, into: &actions)
+        return (count, actions)
+    }
+
+    /// Cancels every request; returns how many completions that produced.
+    public func cancelAll(reason: CancelReason = .caller) -> (count: Int, actions: QueueActions<Ref>) {
+        var actions = QueueActions<Ref>()
+        var count = 0
+        let (running, waiting) = scheduler.snapshot()
+        for id in running + waiting {
+            guard let record = records[id] else { continue }
+            count += (record.detached ? 0 : 1) + (followers[id]?.count ?? 0)
+            complete(id, .cancelled(reason), stopTransfer: true, into: &actions)
+        }
+        return (count, actions)
+    }
+
+    /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
+    /// more; a leader with followers delivers its own cancellation and goes on for them.
+    private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
+        guard var record = records[id], let ref = refs[id] else { return false }
+        if let leaderID = record.leader {
+            records[id] = nil
+            refs[id] = nil
+            followerCount -= 1
+            tally(.cancelled, downloaded: 0, uploaded: 0)
+            actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
+            var list = followers.removeValue(forKey: leaderID) ?? []
+            list.removeAll { $0 == id }
+            if !list.isEmpty {
+                followers[leaderID] = list
+            } else if records[leaderID]?.detached == true {
+                complete(leaderID, .cancelled(reason), stopTransfer: true, into: &actions)
+            }
+            return true
+        }
+        guard !record.detached, scheduler.placement(of: id) != nil else { return false }
+        if followers[id] != nil {
+            record.detached = true
+            records[id] = record
+            detachedCount += 1
+            stats.cancelled += 1
+            actions.append(.detach(ref, .cancelled(reason), attempts: record.attempts))
+            return true
+        }
+        complete(id, .cancelled(reason), stopTransfer: true, into: &actions)
+        return true
+    }
+
+    // MARK: The engine's reports
+
+    /// An attempt ended: complete the request, retry it under `retry` (the engine arms the timer),
+    /// or ask its authentication handler. Nothing when `generation` is not the running attempt.
+    /// `random` in [0, 1) draws the retry's jitter.
+    public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy,
+                             method: String, random: Double, now: Double) -> QueueActions<Ref> {
+        var actions = QueueActions<Ref>()
+        guard var record = records[id], record.leader == nil, record.phase == .running,
+              record.generation == generation, let ref = refs[id] else { return actions }
+        let decision = AttemptDecision.decide(outcome: report.outcome, status: report.status,
+                                              hasAuthHandler: record.hasAuthHandler && !record.detached,
+                                              retry: retry, attempt: record.attempts, method: method,
+                                              retryAfter: report.retryAfter, random: random)
+        switch decision {
+        case .challenge:
+            if record.hasCredentials { record.rejectedCredentials += 1 }
+            record.phase = .authWait
+            records[id] = record
+            actions.append(.challenge(ref, generation: generation, failures: record.rejectedCredentials))
+        case .retry(let delay):
+            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            // The attempt is counted when it starts (`retryDue`): a request cancelled during the
+            // delay reports the attempts made.
+            record.generation &+= 1
+            record.phase = .retryWait
+            records[id] = record
+            stats.retried += 1
+            actions.append(.retry(ref, generation: record.generation, after: delay))
+        case .complete:
+            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            complete(id, .reported, report, stopTransfer: false, into: &actions)
+            startStartable(now: now, into: &actions)
+        }
+        return actions
+    }
+
+    /// A transfer could not even be set up: the request completes with the reported failure.
+    public func failedToStart(_ id: UInt64, generation: UInt64, _ report: AttemptReport, now: Double) -> QueueActions<Ref> {
+        var actions = QueueActions<Ref>()
+        guard isCurrent(id, generation: generation) else { return actions }
+        complete(id, .reported, report, stopTransfer: false, into: &actions)
+        startStartable(now: now, into: &actions)
+        return actions
+    }
+
+    /// The retry timer of `generation` fired: the next attempt starts (and counts), unless the
+    /// request no longer waits for it.
+    public func retryDue(_ id: UInt64, generation: UInt64) -> QueueActions<Ref> {
+        var actions = QueueActions<Ref>()
+        guard var record = records[id], record.leader == nil, record.phase == .retryWait,
+              record.generation == generation, let ref = refs[id] else { return actions }
+        record.attempts += 1
+        record.phase = .running
+        records[id] = record
+        actions.append(.start(ref, generation: generation, attempt: record.attempts))
+        return actions
+    }
+
+    /// The rate limit's wake-up: starts what can start now.
+    public func startDue(now: Double) -> QueueActions<Ref> {
+        scheduledWake = nil
+        return startStartable(now: now)
+    }
+
+    /// The authentication handler answered the challenge of `generation`. Nil when the request no
+    /// longer awaits that answer.
+    public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer, now: Double) -> QueueActions<Ref>? {
+        guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = refs[id] else { return nil }
+        var actions = QueueActions<Ref>()
+        switch answer {
+        case .credential:
+            record.hasCredentials = true
+            record.generation &+= 1
+            record.phase = .running
+            records[id] = record
+            actions.append(.start(ref, generation: record.generation, attempt: record.attempts))
+            return actions
+        case .continueWithout(let report):
+            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            complete(id, .reported, report, stopTransfer: false, into: &actions)
+        case .cancel:
+            complete(id, .cancelled(.authHandler), stopTransfer: false, into: &actions)
+        }
+        startStartable(now: now, into: &actions)
+        return actions
+    }
+
+    // MARK: Internals
+
+    private func startStartable(now: Double) -> QueueActions<Ref> {
+        var actions = QueueActions<Ref>()
+        startStartable(now: now, into: &actions)
+        return actions
+    }
+
+    /// Starts what the scheduler lets start; asks for a wake-up when the rate limit holds back one.
+    private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
+        scheduler.takeStartable(now: now) { id in
+            guard var record = records[id], let ref = refs[id] else { return }
+            record.phase = .running
+            record.generation &+= 1
+            record.attempts = 1
+            records[id] = record
+            stats.started += 1
+            actions.append(.start(ref, generation: record.generation, attempt: 1))
+        }
+        if scheduler.rateLimit != nil, let next = scheduler.nextStartTime(now: now), next != scheduledWake {
+            scheduledWake = next
+            actions.append(.wake(at: next))
+        }
+    }
+
+    private func tally(_ outcome: Outcome, downloaded: Int64, uploaded: Int64) {
+        switch outcome {
+        case .ok: stats.succeeded += 1
+        case .cancelled: stats.cancelled += 1
+        default: stats.failed += 1
+        }
+        stats.bytesDown &+= UInt64(max(0, downloaded))
+        stats.bytesUp &+= UInt64(max(0, uploaded))
+    }
+
+    /// The one completion of a request and of those sharing its transfer.
+    private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
+                          stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
+        guard let record = records.removeValue(forKey: id), let ref = refs.removeValue(forKey: id) else { return }
+        let placement = scheduler.remove(id)
+        // Only a started request has a transfer or a retry timer in the engine.
+        if stopTransfer, placement == .running { actions.append(.abort(ref)) }
+        let outcome = report?.outcome ?? .cancelled
+        let down = report?.downloaded ?? 0, up = report?.uploaded ?? 0
+        if record.detached {
+            detachedCount -= 1
+            actions.append(.release(ref, ending, attempts: record.attempts))
+        } else {
+            tally(outcome, downloaded: down, uploaded: up)
+            actions.append(.complete(ref, ending, attempts: record.attempts, sharing: false))
+        }
+        guard let list = followers.removeValue(forKey: id) else { return }
+        for followerID in list {
+            records[followerID] = nil
+            guard let follower = refs.removeValue(forKey: followerID) else { continue }
+            followerCount -= 1
+            tally(outcome, downloaded: down, uploaded: up)
+            actions.append(.complete(follower, ending, attempts: record.attempts, sharing: true))
+        }
+    }
+}
