@@ -4,24 +4,31 @@ import Glibc
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
 
-/// Flow control of a body streamed to a callback. The engine thread admits chunks as they arrive;
-/// the delivering thread reports them delivered. When too many bytes wait for delivery, the
-/// engine pauses the transfer (libcurl stops reading the socket) and the delivery asks for it to
-/// resume once the waiting bytes dropped to half. Shared by the attempts of one request.
-// @unchecked: `pending` and `resumeWanted` are only touched under `lock`, a pthread mutex (not
-// Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan step would
-// report its accesses as races).
+/// Flow control of a body streamed to a callback, and the chunk buffers it recycles. The engine
+/// thread admits pieces as they arrive; the delivering thread reports chunks delivered. When too
+/// many bytes wait for delivery, the engine pauses the transfer (libcurl stops reading the socket)
+/// and the delivery asks for it to resume once the waiting bytes dropped to half. Shared by the
+/// attempts of one request.
+// @unchecked: `pending`, `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a
+// pthread mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the
+// swift-tsan step would report its accesses as races).
 final class StreamFlow: @unchecked Sendable {
     /// Undelivered bytes above which a transfer pauses.
     static let highWater = 1 << 20
     /// Undelivered bytes at or below which a paused transfer resumes.
     static let lowWater = highWater / 2
+    /// Delivered chunks kept for reuse while an attempt streams: as many as flow control lets
+    /// wait for delivery, and two more (the one being filled, the one being delivered).
+    static let spareLimit = highWater / StreamChunk.capacity + 2
 
     private let lock = Lock()
     private var pending = 0
     private var resumeWanted = false
+    /// Delivered chunks, for the engine to fill again; kept only while `recycling`.
+    private var spare: [StreamChunk] = []
+    private var recycling = false
 
-    /// Engine thread: whether a chunk of `size` bytes may be posted now. When not, the caller
+    /// Engine thread: whether a piece of `size` bytes may be taken now. When not, the caller
     /// pauses its transfer, and a later `delivered` returns true when it should resume.
     func admit(_ size: Int) -> Bool {
         lock.withLock {
@@ -34,11 +41,13 @@ final class StreamFlow: @unchecked Sendable {
         }
     }
 
-    /// `size` admitted bytes left the queue (delivered, skipped, or never posted). Returns true
-    /// when a paused transfer should now resume.
-    func delivered(_ size: Int) -> Bool {
+    /// `size` admitted bytes left the queue (delivered, skipped, or never posted), and `chunk`
+    /// that held them (if any) is free again. Returns true when a paused transfer should now
+    /// resume.
+    func delivered(_ size: Int, chunk: StreamChunk? = nil) -> Bool {
         lock.withLock {
             pending -= size
+            if let chunk, recycling, spare.count < StreamFlow.spareLimit { spare.append(chunk) }
             if resumeWanted, pending <= StreamFlow.lowWater {
                 resumeWanted = false
                 return true
@@ -46,26 +55,69 @@ final class StreamFlow: @unchecked Sendable {
             return false
         }
     }
+
+    /// Engine thread: an empty chunk for the piece of the body that starts at `offset` (a
+    /// delivered one when there is one); nil when memory ran out.
+    func emptyChunk(offset: UInt64) -> StreamChunk? {
+        let reused: StreamChunk? = lock.withLock {
+            recycling = true
+            return spare.popLast()
+        }
+        guard let chunk = reused ?? StreamChunk() else { return nil }
+        chunk.reset(offset: offset)
+        return chunk
+    }
+
+    /// Engine thread: the attempt stopped streaming; the spare chunks are freed, and so are
+    /// those delivered from now on (until an attempt streams again).
+    func stopRecycling() {
+        let dropped: [StreamChunk] = lock.withLock {
+            recycling = false
+            defer { spare = [] }
+            return spare
+        }
+        _ = dropped  // freed here, outside the lock
+    }
 }
 
-/// One piece of a streamed body, copied out of libcurl's buffer into malloc'ed memory.
-// @unchecked Sendable: immutable; its malloc'ed bytes are written only in init, before the chunk is posted.
+/// A piece of a streamed body: a malloc'ed buffer that the engine thread fills with what libcurl
+/// passed during one turn of its loop (up to `capacity` bytes; libcurl passes at most 16 KiB at a
+/// time), then posts to the delivery. Recycled through the request's `StreamFlow`.
+// @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
+// took it back from the flow's spares; the delivering thread only reads it between the post and
+// its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
+// these accesses.
 final class StreamChunk: @unchecked Sendable {
+    /// The size of libcurl's receive buffer for a streamed body (CURLOPT_BUFFERSIZE): one
+    /// network read fills a chunk at most.
+    static let capacity = 64 << 10
     let bytes: UnsafeMutablePointer<UInt8>
-    let count: Int
+    private(set) var count = 0
     /// Position of the first byte in the body of its attempt.
-    let offset: UInt64
+    private(set) var offset: UInt64 = 0
 
-    /// Copies `count` bytes (> 0); nil when memory ran out.
-    init?(copying data: UnsafeRawPointer, count: Int, offset: UInt64) {
-        guard count > 0, let raw = malloc(count) else { return nil }
-        raw.copyMemory(from: data, byteCount: count)
+    /// nil when memory ran out.
+    init?() {
+        guard let raw = malloc(StreamChunk.capacity) else { return nil }
         bytes = raw.assumingMemoryBound(to: UInt8.self)
-        self.count = count
-        self.offset = offset
     }
 
     deinit { free(bytes) }
+
+    func reset(offset: UInt64) {
+        count = 0
+        self.offset = offset
+    }
+
+    var isFull: Bool { count == StreamChunk.capacity }
+
+    /// Copies as much of `size` bytes at `data` as there is room for; returns how many it took.
+    func fill(_ data: UnsafeRawPointer, _ size: Int) -> Int {
+        let taken = min(size, StreamChunk.capacity - count)
+        UnsafeMutableRawPointer(bytes + count).copyMemory(from: data, byteCount: taken)
+        count += taken
+        return taken
+    }
 }
 
 extension Queue {
@@ -78,7 +130,7 @@ extension Queue {
                 _ = cancel(request)
             }
         }
-        if request.flow?.delivered(chunk.count) == true { resumeStream(request) }
+        if request.flow?.delivered(chunk.count, chunk: chunk) == true { resumeStream(request) }
     }
 }
 
