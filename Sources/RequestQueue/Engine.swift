@@ -365,7 +365,7 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
-    func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk) -> Bool {
-        queue.postChunk(request, generation: generation, chunk)
+    func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk, urgent: Bool) -> Bool {
+        queue.postChunk(request, generation: generation, chunk, urgent: urgent)
     }
 }

@@ -405,10 +405,16 @@ final class Queue: @unchecked Sendable {
     // MARK: Streaming (body chunks; see Streaming.swift)
 
     /// Posts a piece of the streamed body of the current attempt; false when it is not current.
-    func postChunk(_ request: Request, generation: UInt64, _ chunk: StreamChunk) -> Bool {
+    /// `urgent`: the stream's undelivered bytes near the pause threshold, so the delivery is told
+    /// now rather than at the end of the engine's batch (which would pause the transfer first).
+    func postChunk(_ request: Request, generation: UInt64, _ chunk: StreamChunk, urgent: Bool) -> Bool {
         monitor.withLock {
             guard request.state == .running, request.generation == generation else { return false }
             postLocked(.chunk(request, chunk))
+            if urgent, eventsOwed > 0 {
+                eventsOwed = 0
+                signalLocked()
+            }
             return true
         }
     }

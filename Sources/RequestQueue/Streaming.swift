@@ -41,6 +41,10 @@ final class StreamFlow: @unchecked Sendable {
         }
     }
 
+    /// Whether the undelivered bytes reached half the pause threshold: the delivery should run
+    /// now, before the transfer has to pause.
+    var backlogged: Bool { lock.withLock { pending >= StreamFlow.lowWater } }
+
     /// `size` admitted bytes left the queue (delivered, skipped, or never posted), and `chunk`
     /// that held them (if any) is free again. Returns true when a paused transfer should now
     /// resume.

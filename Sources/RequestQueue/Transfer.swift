@@ -593,9 +593,9 @@ final class Transfer {
     /// Engine thread: posts the chunk being filled, if any (at the end of each turn of the
     /// engine's loop, and before a pause).
     func postFilledChunk() {
-        guard let full = chunk, let request else { return }
+        guard let full = chunk, let request, let flow = request.flow else { return }
         chunk = nil
-        if !engine.postChunk(request, generation, full) { _ = request.flow?.delivered(full.count, chunk: full) }
+        if !engine.postChunk(request, generation, full, urgent: flow.backlogged) { _ = flow.delivered(full.count, chunk: full) }
     }
 
     /// Engine thread: resumes a transfer paused by its write callback.
