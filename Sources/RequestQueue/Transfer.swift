@@ -222,7 +222,7 @@ final class Transfer {
         file = nil
         if let flow = request?.flow {
             // A chunk not posted yet (the attempt was stopped while filling it) is dropped.
-            if let left = chunk { _ = flow.delivered(left.count, chunk: left) }
+            if let left = chunk { _ = flow.delivered(left) }
             flow.stopRecycling()
         }
         chunk = nil
@@ -543,25 +543,27 @@ final class Transfer {
         switch sink {
         case .callback:
             guard let flow = request.flow else { return 0 }
-            if !flow.admit(size) {
+            if !flow.mayTake() {
                 // What was gathered goes out first: its delivery is what resumes the transfer.
                 postFilledChunk()
                 paused = true
                 return ccurl_writefunc_pause
             }
-            // One copy, into a recycled chunk; pieces of one turn share it.
+            // One copy, into a recycled chunk; the pieces of one turn of the engine share it.
             var taken = 0
             while taken < size {
                 if chunk == nil {
                     guard let empty = flow.emptyChunk(offset: streamed) else {
-                        _ = flow.delivered(size - taken)
                         outOfMemory = true
                         return 0
                     }
                     chunk = empty
-                    engine.filling(self)
                 }
                 guard let current = chunk else { return 0 }
+                if current.count == 0 {
+                    current.reset(offset: streamed)
+                    engine.filling(self)
+                }
                 let n = current.fill(data + taken, size - taken)
                 taken += n
                 streamed += UInt64(n)
@@ -592,10 +594,20 @@ final class Transfer {
 
     /// Engine thread: posts the chunk being filled, if any (at the end of each turn of the
     /// engine's loop, and before a pause).
+    /// A chunk holding a quarter of its size or less (a slow or bursty server) is posted as a
+    /// copy of its own size, and the full-size buffer goes on filling: flow control counts the
+    /// memory of the chunks, which would otherwise be mostly empty.
     func postFilledChunk() {
-        guard let full = chunk, let request, let flow = request.flow else { return }
-        chunk = nil
-        if !engine.postChunk(request, generation, full, urgent: flow.backlogged) { _ = flow.delivered(full.count, chunk: full) }
+        guard let current = chunk, current.count > 0, let request, let flow = request.flow else { return }
+        let posted: StreamChunk
+        if current.count <= StreamChunk.capacity / 4, let small = flow.copy(of: current) {
+            posted = small
+            current.reset(offset: streamed)
+        } else {
+            posted = current
+            chunk = nil
+        }
+        if !engine.postChunk(request, generation, posted, urgent: flow.backlogged) { _ = flow.delivered(posted) }
     }
 
     /// Engine thread: resumes a transfer paused by its write callback.

@@ -240,6 +240,56 @@ import Testing
         return kib * 1024
     }
 
+    /// Flow control counts the memory that waiting pieces hold, not only their bytes: a body sent
+    /// in many small pieces to a host that does not dispatch holds about what it sent, not a
+    /// mostly empty buffer per piece. (Measured as the bytes malloc has handed out: an untouched
+    /// buffer does not raise the resident size.)
+    @Test func manySmallPiecesWaitingForDispatchHoldLittleMemory() throws {
+        let g = uniqueGroup()
+        let count = 2000, size = 100
+        let q = try makeQueue(RQ_DELIVERY_DISPATCH)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let baseline = allocatedBytes()
+        _ = addAndRelease(q, try rec.streamingRequest(
+            fixture.url("/trickle?where=body&every=0.001&n=\(count)&size=\(size)&group=\(g)"), tag: "t"))
+        // Nothing is dispatched until the server has sent the whole body (200 KB: the sockets'
+        // buffers hold it even while the transfer is paused).
+        let sent = fixture.waitForLog(group: g) { $0.entries.first?.end != nil }
+        #expect(sent.entries.first?.end != nil)
+        let growth = allocatedBytes() - baseline
+        #expect(growth < 64 << 20, "malloc'ed memory grew by \(growth >> 20) MiB for \(count) pieces of \(size) bytes")
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        let s = rec.streams.stream("t")
+        #expect(rec.completion("t")?.outcome == RQ_OUTCOME_OK)
+        #expect(s.count == UInt64(count * size) && s.contiguous && s.matchesPattern)
+    }
+
+    /// Bytes malloc holds from the system (its arenas, and the blocks mapped on their own), read
+    /// from glibc's malloc_info report (malloc.h is not in the Glibc module: found with dlsym).
+    func allocatedBytes() -> Int {
+        typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_info") else { return 0 }
+        var buffer: UnsafeMutablePointer<CChar>?
+        var size = 0
+        guard let stream = open_memstream(&buffer, &size) else { return 0 }
+        _ = unsafeBitCast(symbol, to: MallocInfo.self)(0, stream)
+        fclose(stream)
+        defer { free(buffer) }
+        guard let buffer else { return 0 }
+        // The totals after the last heap: <system type="current" size="S"/> and
+        // <total type="mmap" count="N" size="S"/>.
+        let xml = String(cString: buffer)
+        guard let tail = xml.range(of: "</heap>", options: .backwards).map({ xml[$0.upperBound...] }) else { return 0 }
+        func figure(after marker: String) -> Int {
+            guard let at = tail.range(of: marker) else { return 0 }
+            let rest = tail[at.upperBound...]
+            guard let open = rest.range(of: "size=\"") else { return 0 }
+            return Int(rest[open.upperBound...].prefix { $0.isNumber }) ?? 0
+        }
+        return figure(after: "<system type=\"current\"") + figure(after: "<total type=\"mmap\"")
+    }
+
     @Test func streamingRequestsNeverShareATransfer() throws {
         let g = uniqueGroup()
         let dir = folder()
