@@ -482,7 +482,6 @@ final class Transfer {
         if status == 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         guard (200...299).contains(status), request.streamsBody else {
             sink = .buffer
-            reserveBody(request)
             return true
         }
         streamed = 0
@@ -575,6 +574,9 @@ final class Transfer {
                 return 0
             }
         case .buffer, .undecided:
+            // The first piece: room for the whole body at once (on a body's first byte, not at the
+            // end of the headers: only the response that sends the body is reserved for).
+            if body.count == 0 { reserveBody(request) }
             // A streaming request's answer that is not the body asked for (an HTTP error, ...):
             // its first part only.
             if request.streamsBody, size > ServerData.errorBodyLimit - body.count {
