@@ -915,7 +915,15 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *  - Delivery: like progress callbacks, with the request's context, on the queue's delivery thread
  *    (RQ_DELIVERY_THREADED) or inside `rq_queue_dispatch` (RQ_DELIVERY_DISPATCH), in order, all of
  *    them before the completion.
- *  - Bounded memory: while more than about 1 MiB of received data waits for delivery, the transfer
+ *  - Pieces: the library copies what libcurl passes (at most 16 KiB at a time, valid only
+ *    inside libcurl's callback on the queue's engine thread) once, into a buffer of its own, and
+ *    gathers into one piece what arrived during one turn of its loop (libcurl reads while the
+ *    connection has data): up to 128 KiB. A piece is delivered as soon as that turn ends: it
+ *    never waits for more data to arrive. (libcurl's buffer cannot be handed out instead: the
+ *    engine thread must never wait for a callback that runs on another thread, and a paused
+ *    transfer has libcurl copy the data it holds anyway.)
+ *  - Bounded memory: while about 1 MiB of buffers holding received data waits for delivery (a
+ *    piece of 32 KiB or less has a buffer of its own size, a larger one 128 KiB), the transfer
  *    is paused (libcurl stops reading the connection and TCP slows the server down) and it resumes
  *    once the callbacks have caught up. A slow callback, or a dispatch-mode host that dispatches
  *    slowly, thus slows the download instead of filling memory. Time spent paused does not count

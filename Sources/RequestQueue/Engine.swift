@@ -53,6 +53,8 @@ final class Engine: @unchecked Sendable {
     /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
     private var sockets: [Int: Int32] = [:]
     private var socketKeys: [Int32: Int] = [:]
+    /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
+    private var fillingChunks: [Transfer] = []
     private static let idleCheckInterval = 0.1
     /// One hour: the longest an idle engine blocks.
     private static let idleWaitMs = 3_600_000.0
@@ -178,6 +180,7 @@ final class Engine: @unchecked Sendable {
                 }
             }
             curl_multi_perform(multi, &stillRunning)
+            postFilledChunks()
             readFinished()
             let now = Clock.now()
             var due: [(deadline: Double, request: Request, generation: UInt64)] = []
@@ -361,8 +364,19 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// `transfer` started filling a chunk of a streamed body: it is posted at the end of this turn.
+    func filling(_ transfer: Transfer) { fillingChunks.append(transfer) }
+
+    /// Posts the chunks filled during this turn (before the completions it brought: a body's
+    /// chunks come before its completion), whether full or not: what arrived never waits for more.
+    private func postFilledChunks() {
+        guard !fillingChunks.isEmpty else { return }
+        for transfer in fillingChunks { transfer.postFilledChunk() }
+        fillingChunks.removeAll(keepingCapacity: true)
+    }
+
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
-    func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk) -> Bool {
-        queue.post(request, generation: generation) { .chunk($0, chunk) }
+    func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk, urgent: Bool) -> Bool {
+        queue.post(request, generation: generation, urgent: urgent) { .chunk($0, chunk) }
     }
 }

@@ -116,9 +116,19 @@ extension Queue {
     /// makes the event of each request that gets the attempt's events (the request unless
     /// cancelled while others share its transfer, and those; with `wantsHead`, only those with a
     /// head callback). False when `generation` is not the current attempt.
-    func post(_ request: Request, generation: UInt64, wantsHead: Bool = false, _ event: (Request) -> Event) -> Bool {
+    /// `urgent` (a streamed body's undelivered bytes near the pause threshold): the delivery is told
+    /// now rather than at the end of the engine's batch, which would pause the transfer first.
+    func post(_ request: Request, generation: UInt64, wantsHead: Bool = false, urgent: Bool = false,
+              _ event: (Request) -> Event) -> Bool {
         monitor.withLock {
-            state.forEachRecipient(of: request.id, generation: generation, wantsHead: wantsHead) { postLocked(event($0)) }
+            let current = state.forEachRecipient(of: request.id, generation: generation, wantsHead: wantsHead) {
+                postLocked(event($0))
+            }
+            if urgent, eventsOwed > 0 {
+                eventsOwed = 0
+                signalLocked()
+            }
+            return current
         }
     }
 

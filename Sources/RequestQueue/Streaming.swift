@@ -4,41 +4,83 @@ import Glibc
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
 
-/// Flow control of a body streamed to a callback. The engine thread admits chunks as they arrive;
-/// the delivering thread reports them delivered. When too many bytes wait for delivery, the
-/// engine pauses the transfer (libcurl stops reading the socket) and the delivery asks for it to
-/// resume once the waiting bytes dropped to half. Shared by the attempts of one request.
-// @unchecked: `pending` and `resumeWanted` are only touched under `lock`, a pthread mutex (not
-// Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan step would
-// report its accesses as races).
+/// Flow control of a body streamed to a callback, and the chunk buffers it recycles. It counts
+/// the memory of the chunks that the engine thread filled and the delivery has not given back yet
+/// (the capacity of each, not only the bytes in it: a chunk holding a few bytes costs its whole
+/// buffer). When that reaches `highWater`, the engine pauses the transfer (libcurl stops reading
+/// the socket), and the delivery asks for it to resume once it dropped to `lowWater`. Shared by
+/// the attempts of one request.
+// @unchecked: `pending`, `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a
+// pthread mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the
+// swift-tsan step would report its accesses as races).
 final class StreamFlow: @unchecked Sendable {
-    /// Undelivered bytes above which a transfer pauses.
+    /// Memory of undelivered chunks at which a transfer pauses.
     static let highWater = 1 << 20
-    /// Undelivered bytes at or below which a paused transfer resumes.
+    /// Memory of undelivered chunks at or below which a paused transfer resumes.
     static let lowWater = highWater / 2
+    /// Delivered chunks kept for reuse while an attempt streams: as many as flow control lets
+    /// wait for delivery, and two more (the one being filled, the one being delivered).
+    static let spareLimit = highWater / StreamChunk.capacity + 2
 
     private let lock = Lock()
     private var pending = 0
     private var resumeWanted = false
+    /// Delivered full-size chunks, for the engine to fill again; kept only while `recycling`.
+    private var spare: [StreamChunk] = []
+    private var recycling = false
 
-    /// Engine thread: whether a chunk of `size` bytes may be posted now. When not, the caller
-    /// pauses its transfer, and a later `delivered` returns true when it should resume.
-    func admit(_ size: Int) -> Bool {
+    /// Engine thread: whether body bytes may be taken now. When not, the caller pauses its
+    /// transfer, and a later `delivered` returns true when it should resume.
+    func mayTake() -> Bool {
         lock.withLock {
             if pending >= StreamFlow.highWater {
                 resumeWanted = true
                 return false
             }
-            pending += size
             return true
         }
     }
 
-    /// `size` admitted bytes left the queue (delivered, skipped, or never posted). Returns true
-    /// when a paused transfer should now resume.
-    func delivered(_ size: Int) -> Bool {
+    /// Whether the undelivered memory reached half the pause threshold: the delivery should run
+    /// now, before the transfer has to pause.
+    var backlogged: Bool { lock.withLock { pending >= StreamFlow.lowWater } }
+
+    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
+    /// (a delivered one when there is one); nil when memory ran out.
+    func emptyChunk(offset: UInt64) -> StreamChunk? {
+        let reused: StreamChunk? = lock.withLock {
+            recycling = true
+            pending += StreamChunk.capacity
+            return spare.popLast()
+        }
+        guard let chunk = reused ?? StreamChunk(capacity: StreamChunk.capacity) else {
+            _ = delivered(nil, capacity: StreamChunk.capacity)
+            return nil
+        }
+        chunk.reset(offset: offset)
+        return chunk
+    }
+
+    /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
+    /// the full-size buffer can go on filling); nil when memory ran out.
+    func copy(of chunk: StreamChunk) -> StreamChunk? {
+        guard let small = StreamChunk(capacity: chunk.count) else { return nil }
+        small.reset(offset: chunk.offset)
+        _ = small.fill(chunk.bytes, chunk.count)
+        lock.withLock { pending += small.capacity }
+        return small
+    }
+
+    /// `chunk` was delivered, skipped, or never posted: its memory is free (kept for reuse when
+    /// full-size). Returns true when a paused transfer should now resume.
+    func delivered(_ chunk: StreamChunk) -> Bool { delivered(chunk, capacity: chunk.capacity) }
+
+    private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
         lock.withLock {
-            pending -= size
+            pending -= capacity
+            if let chunk, recycling, capacity == StreamChunk.capacity, spare.count < StreamFlow.spareLimit {
+                spare.append(chunk)
+            }
             if resumeWanted, pending <= StreamFlow.lowWater {
                 resumeWanted = false
                 return true
@@ -46,26 +88,60 @@ final class StreamFlow: @unchecked Sendable {
             return false
         }
     }
+
+    /// Engine thread: the attempt stopped streaming; the spare chunks are freed, and so are
+    /// those delivered from now on (until an attempt streams again).
+    func stopRecycling() {
+        let dropped: [StreamChunk] = lock.withLock {
+            recycling = false
+            defer { spare = [] }
+            return spare
+        }
+        _ = dropped  // freed here, outside the lock
+    }
 }
 
-/// One piece of a streamed body, copied out of libcurl's buffer into malloc'ed memory.
-// @unchecked Sendable: immutable; its malloc'ed bytes are written only in init, before the chunk is posted.
+/// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
+/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, and reads while
+/// the socket has data), then posts it to the delivery. Full-size chunks are recycled through the
+/// request's `StreamFlow`.
+// @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
+// took it back from the flow's spares; the delivering thread only reads it between the post and
+// its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
+// these accesses.
 final class StreamChunk: @unchecked Sendable {
+    /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
+    /// not decoded (CURLOPT_BUFFERSIZE).
+    static let capacity = 128 << 10
     let bytes: UnsafeMutablePointer<UInt8>
-    let count: Int
+    let capacity: Int
+    private(set) var count = 0
     /// Position of the first byte in the body of its attempt.
-    let offset: UInt64
+    private(set) var offset: UInt64 = 0
 
-    /// Copies `count` bytes (> 0); nil when memory ran out.
-    init?(copying data: UnsafeRawPointer, count: Int, offset: UInt64) {
-        guard count > 0, let raw = malloc(count) else { return nil }
-        raw.copyMemory(from: data, byteCount: count)
+    /// `capacity` > 0; nil when memory ran out.
+    init?(capacity: Int) {
+        guard capacity > 0, let raw = malloc(capacity) else { return nil }
         bytes = raw.assumingMemoryBound(to: UInt8.self)
-        self.count = count
-        self.offset = offset
+        self.capacity = capacity
     }
 
     deinit { free(bytes) }
+
+    func reset(offset: UInt64) {
+        count = 0
+        self.offset = offset
+    }
+
+    var isFull: Bool { count == capacity }
+
+    /// Copies as much of `size` bytes at `data` as there is room for; returns how many it took.
+    func fill(_ data: UnsafeRawPointer, _ size: Int) -> Int {
+        let taken = min(size, capacity - count)
+        UnsafeMutableRawPointer(bytes + count).copyMemory(from: data, byteCount: taken)
+        count += taken
+        return taken
+    }
 }
 
 extension Queue {
@@ -78,7 +154,7 @@ extension Queue {
                 _ = cancel(request)
             }
         }
-        if request.flow?.delivered(chunk.count) == true { resumeStream(request) }
+        if request.flow?.delivered(chunk) == true { resumeStream(request) }
     }
 }
 

@@ -180,19 +180,28 @@ final class ByteBuffer: @unchecked Sendable {
     func append(_ bytes: UnsafeRawPointer, _ size: Int) -> Bool {
         if size == 0 { return true }
         let needed = count + size
-        if needed > capacity {
-            // The first piece is often the whole body: take its size, then double.
-            let newCapacity = Swift.max(capacity * 2, needed)
-            // A large buffer must not take the last of the memory: the small allocations of the
-            // rest of the process would then fail, and in Swift code that is a crash.
-            if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: newCapacity) { return false }
-            guard let grown = realloc(base, newCapacity) else { return false }
-            base = grown.assumingMemoryBound(to: UInt8.self)
-            capacity = newCapacity
-        }
+        // The first piece is often the whole body: take its size, then double.
+        if needed > capacity, !grow(to: Swift.max(capacity * 2, needed)) { return false }
         guard let base else { return false }
         (base + count).update(from: bytes.assumingMemoryBound(to: UInt8.self), count: size)
         count = needed
+        return true
+    }
+
+    /// Makes room for `size` bytes in all, when there is less (a body whose length is announced:
+    /// one allocation instead of a realloc, and a copy, at each doubling). False when memory ran
+    /// out; the buffer is unchanged then.
+    func reserve(_ size: Int) -> Bool {
+        size <= capacity || grow(to: size)
+    }
+
+    private func grow(to newCapacity: Int) -> Bool {
+        // A large buffer must not take the last of the memory: the small allocations of the
+        // rest of the process would then fail, and in Swift code that is a crash.
+        if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: newCapacity) { return false }
+        guard let grown = realloc(base, newCapacity) else { return false }
+        base = grown.assumingMemoryBound(to: UInt8.self)
+        capacity = newCapacity
         return true
     }
 

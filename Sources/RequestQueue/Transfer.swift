@@ -62,6 +62,10 @@ final class Transfer {
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
     private var streamed: UInt64 = 0
+    /// The chunk of the streamed body being filled: posted when full, and at the end of the
+    /// engine's turn (`postFilledChunk`) or before a pause, so that what arrived never waits for
+    /// more.
+    private var chunk: StreamChunk?
     /// Whether the write callback paused the transfer, waiting for the delivery to catch up. A
     /// paused handle holds libcurl's buffered data: it is never reused.
     private(set) var paused = false
@@ -216,6 +220,12 @@ final class Transfer {
         if request?.sendsBody == true { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
         _ = file?.close()
         file = nil
+        if let flow = request?.flow {
+            // A chunk not posted yet (the attempt was stopped while filling it) is dropped.
+            if let left = chunk { _ = flow.delivered(left) }
+            flow.stopRecycling()
+        }
+        chunk = nil
         request = nil
     }
 
@@ -311,9 +321,9 @@ final class Transfer {
         // Over TLS, wait for a possible HTTP/2 connection to multiplex on; on plain http the wait
         // would serialize requests behind a slow response.
         if o.https { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
-        // A streamed body: read the connection in bigger pieces (libcurl still passes at most 16 KiB
-        // to the write callback at a time).
-        if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 65536) }
+        // A streamed body: read the connection in pieces of a chunk's size (libcurl still passes at
+        // most 16 KiB to the write callback at a time). Decoding sets 16 KiB again (applyTransport).
+        if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, StreamChunk.capacity) }
         if o.progress { _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0) }
         switch o.method {
         case "HEAD":
@@ -502,6 +512,23 @@ final class Transfer {
         return true
     }
 
+    /// The most a collected body reserves from its announced length: a server can announce more
+    /// than it sends. A larger body grows from there by doubling.
+    static let bodyReserveLimit = 16 << 20
+
+    /// Collected body: makes room for the length the server announced (Content-Length, as sent:
+    /// compressed when the body is decoded), within the maximum response size, the limit of an
+    /// error body of a streaming request, and `bodyReserveLimit`. No room is no failure here:
+    /// `append` reports it if the bytes come.
+    private func reserveBody(_ request: Request) {
+        var length: curl_off_t = -1
+        guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK, length > 0 else { return }
+        var size = min(Int(clamping: length), Transfer.bodyReserveLimit)
+        if request.maxResponseSize > 0 { size = min(size, Int(clamping: request.maxResponseSize)) }
+        if request.streamsBody { size = min(size, ServerData.errorBodyLimit) }
+        _ = body.reserve(size)
+    }
+
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
     /// `ccurl_writefunc_pause` to pause it (libcurl keeps the bytes and passes them again later).
     private func bodyData(_ data: UnsafeMutablePointer<CChar>, _ size: Int) -> Int {
@@ -515,23 +542,41 @@ final class Transfer {
         switch sink {
         case .callback:
             guard let flow = request.flow else { return 0 }
-            if !flow.admit(size) {
+            if !flow.mayTake() {
+                // What was gathered goes out first: its delivery is what resumes the transfer.
+                postFilledChunk()
                 paused = true
                 return ccurl_writefunc_pause
             }
-            guard let chunk = StreamChunk(copying: data, count: size, offset: streamed) else {
-                _ = flow.delivered(size)
-                outOfMemory = true
-                return 0
+            // One copy, into a recycled chunk; the pieces of one turn of the engine share it.
+            var taken = 0
+            while taken < size {
+                if chunk == nil {
+                    guard let empty = flow.emptyChunk(offset: streamed) else {
+                        outOfMemory = true
+                        return 0
+                    }
+                    chunk = empty
+                }
+                guard let current = chunk else { return 0 }
+                if current.count == 0 {
+                    current.reset(offset: streamed)
+                    engine.filling(self)
+                }
+                let n = current.fill(data + taken, size - taken)
+                taken += n
+                streamed += UInt64(n)
+                if current.isFull { postFilledChunk() }
             }
-            if !engine.postChunk(request, generation, chunk) { _ = flow.delivered(size) }
-            streamed += UInt64(size)
         case .file:
             if let error = file?.write(data, size) {
                 fileError = error
                 return 0
             }
         case .buffer, .undecided:
+            // The first piece: room for the whole body at once (on a body's first byte, not at the
+            // end of the headers: only the response that sends the body is reserved for).
+            if body.count == 0 { reserveBody(request) }
             // A streaming request's answer that is not the body asked for (an HTTP error, ...):
             // its first part only.
             if request.streamsBody, size > ServerData.errorBodyLimit - body.count {
@@ -547,6 +592,24 @@ final class Transfer {
         }
         received += Int64(size)
         return size
+    }
+
+    /// Engine thread: posts the chunk being filled, if any (at the end of each turn of the
+    /// engine's loop, and before a pause).
+    /// A chunk holding a quarter of its size or less (a slow or bursty server) is posted as a
+    /// copy of its own size, and the full-size buffer goes on filling: flow control counts the
+    /// memory of the chunks, which would otherwise be mostly empty.
+    func postFilledChunk() {
+        guard let current = chunk, current.count > 0, let request, let flow = request.flow else { return }
+        let posted: StreamChunk
+        if current.count <= StreamChunk.capacity / 4, let small = flow.copy(of: current) {
+            posted = small
+            current.reset(offset: streamed)
+        } else {
+            posted = current
+            chunk = nil
+        }
+        if !engine.postChunk(request, generation, posted, urgent: flow.backlogged) { _ = flow.delivered(posted) }
     }
 
     /// Engine thread: resumes a transfer paused by its write callback.

@@ -7,7 +7,7 @@
  *           of the C reference, and of a client that does not know its next request in
  *           advance): at most K exist at any time, and every add comes from a callback.
  *
- *     rq_client threaded|dispatch URL N K [stream] [refill]
+ *     rq_client threaded|dispatch URL N K [stream | file PATH] [refill]
  *
  * threaded: completions run on the queue's delivery thread; the main thread blocks in
  *           rq_queue_wait_idle.
@@ -17,7 +17,9 @@
  * the callback returns. With `stream`, the body goes piece by piece to a body callback
  * (rq_request_set_body_callback) that counts and discards it, when the library has that function
  * (it is looked up as a weak symbol, so that older builds can still be measured); the result line
- * then says "streamed": true.
+ * then says "streamed": true. With `file PATH`, each body is written to the file at PATH by the
+ * library (rq_request_set_output_file, each request rewriting it), and counted from its size in
+ * rq_response_metrics; the result line says "streamed": true as well.
  */
 #include "common.h"
 
@@ -27,12 +29,15 @@
 #include <stdatomic.h>
 
 #pragma weak rq_request_set_body_callback
+#pragma weak rq_request_set_output_file
+#pragma weak rq_response_metrics
 
 static atomic_long completed, succeeded, added;
 static atomic_llong received;
 static int stream, refill;
 static long total;
 static const char *url;
+static const char *output; /* file PATH */
 
 static int on_data(void *context, rq_request *request, const uint8_t *data, size_t size,
                    uint64_t offset) {
@@ -60,6 +65,7 @@ static void add_one(rq_queue *queue) {
     check(rq_request_new(url, &request), "rq_request_new");
     check(rq_request_set_completion(request, on_done, refill ? queue : NULL, NULL), "rq_request_set_completion");
     if (stream) check(rq_request_set_body_callback(request, on_data), "rq_request_set_body_callback");
+    if (output != NULL) check(rq_request_set_output_file(request, output, 0), "rq_request_set_output_file");
     check(rq_add(queue, request), "rq_add");
     check(rq_request_free(request), "rq_request_free");
 }
@@ -68,6 +74,10 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     size_t size = 0;
     (void)request;
     rq_response_body(response, &size);
+    if (output != NULL) {
+        rq_metrics metrics = {.size = sizeof metrics};
+        if (rq_response_metrics(response, &metrics) == RQ_OK) size = (size_t)metrics.bytes_down;
+    }
     atomic_fetch_add_explicit(&received, (long long)size, memory_order_relaxed);
     if (rq_response_outcome(response) == RQ_OUTCOME_OK && rq_response_status(response) == 200)
         atomic_fetch_add_explicit(&succeeded, 1, memory_order_relaxed);
@@ -83,11 +93,14 @@ int main(int argc, char **argv) {
     int usage = argc < 5 || (strcmp(argv[1], "threaded") != 0 && strcmp(argv[1], "dispatch") != 0);
     for (int i = 5; i < argc && !usage; i++) {
         if (strcmp(argv[i], "stream") == 0) stream = rq_request_set_body_callback != NULL;
+        else if (strcmp(argv[i], "file") == 0 && i + 1 < argc && rq_request_set_output_file != NULL &&
+                 rq_response_metrics != NULL)
+            output = argv[++i];
         else if (strcmp(argv[i], "refill") == 0) refill = 1;
         else usage = 1;
     }
     if (usage) {
-        fprintf(stderr, "usage: %s threaded|dispatch URL N K [stream] [refill]\n", argv[0]);
+        fprintf(stderr, "usage: %s threaded|dispatch URL N K [stream | file PATH] [refill]\n", argv[0]);
         return 2;
     }
     int dispatch = strcmp(argv[1], "dispatch") == 0;
@@ -119,7 +132,7 @@ int main(int argc, char **argv) {
         check(rq_queue_wait_idle(queue, -1), "rq_queue_wait_idle");
     }
     long done = atomic_load(&completed), ok = atomic_load(&succeeded);
-    bench_report(&clock, done, ok, atomic_load(&received), stream);
+    bench_report(&clock, done, ok, atomic_load(&received), stream || output != NULL);
     check(rq_queue_free(queue), "rq_queue_free");
     return ok == n && done == n ? 0 : 1;
 }
