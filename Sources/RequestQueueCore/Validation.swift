@@ -58,6 +58,11 @@ public struct ValidatedURL: Equatable, Sendable {
     public let port: Int
     /// scheme://host:port, the unit of per-host limits.
     public var origin: String { "\(scheme)://\(host):\(port)" }
+
+    /// The same parts for another spelling of the URL with the same scheme and authority.
+    public func with(string: String) -> ValidatedURL {
+        ValidatedURL(string: string, scheme: scheme, host: host, port: port)
+    }
 }
 
 public enum Validation {
@@ -99,10 +104,11 @@ public enum Validation {
         }
         let https = isHTTPS && schemeLength == 5
         let known = https || (isHTTP && schemeLength == 4)
-        // After the ":": "//", then a first authority byte that is not "/".
+        // After the ":": "//", then a first authority byte that is not "/". (The messages are
+        // made only for a refused URL.)
         var rest = b[b.index(after: index)...].makeIterator()
-        let scheme = String(decoding: b.prefix(schemeLength), as: UTF8.self)
-        let unsupported = InputError(.unsupportedScheme, "the scheme is \"\(scheme)\": only http and https are supported")
+        var scheme: String { String(decoding: b.prefix(schemeLength), as: UTF8.self) }
+        var unsupported: InputError { InputError(.unsupportedScheme, "the scheme is \"\(scheme)\": only http and https are supported") }
         guard rest.next() == UInt8(ascii: "/"), rest.next() == UInt8(ascii: "/") else {
             throw known ? .url("\"//\" must follow \"\(scheme):\" (an absolute URL: \(scheme)://host/path)") : unsupported
         }
@@ -111,6 +117,17 @@ public enum Validation {
             throw .url("the URL has no host after \"\(scheme)://\"")
         }
         return https
+    }
+
+    /// Where the "scheme://authority" of a URL accepted by `urlSyntax` ends: the offset of the first
+    /// "/", "?" or "#" after the "//", or the URL's length. libcurl reads the host and port from
+    /// the bytes before it (lib/urlapi.c, HOSTNAME_END).
+    public static func authorityEnd(_ b: UnsafeBufferPointer<UInt8>) -> Int {
+        var i = 0
+        while i < b.count, b[i] != UInt8(ascii: ":") { i += 1 }
+        i += 3
+        while i < b.count, b[i] != UInt8(ascii: "/"), b[i] != UInt8(ascii: "?"), b[i] != UInt8(ascii: "#") { i += 1 }
+        return min(i, b.count)
     }
 
     /// Assembles an accepted URL from libcurl's parts of it: `https` from `urlSyntax` (which reads
