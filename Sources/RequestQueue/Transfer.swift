@@ -17,7 +17,8 @@ final class Transfer {
     private let body = ByteBuffer()
     /// The response's header lines as received (without the status line), parsed by `Response`.
     private let headers = ByteBuffer()
-    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// How the attempt's User-Agent, proxy and header list are set on the handle (Transport.swift).
+    var route = Route()
     /// The resolve overrides of the current attempt (Transport.swift).
     private var resolveOverrides: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -66,7 +67,7 @@ final class Transfer {
     /// paused handle holds libcurl's buffered data: it is never reused.
     private(set) var paused = false
     /// With resume: the size of the file when the attempt started, asked for with a Range header.
-    private var resumeFrom: Int64 = 0
+    private(set) var resumeFrom: Int64 = 0
     private var file: OutputFile?
     private var fileError: String?
     /// Why the server's reply was refused: not HTTP, over the header budget, a transfer coding not
@@ -99,6 +100,8 @@ final class Transfer {
         let auth: UInt
         let transport: TransportSettings
         let cookieJar: CookieJar?
+        /// The User-Agent to send (Transport.swift).
+        let agent: Agent
 
         static func == (a: Options, b: Options) -> Bool {
             a === b || (a.method == b.method && a.sendsBody == b.sendsBody && a.maxRedirects == b.maxRedirects
@@ -121,6 +124,7 @@ final class Transfer {
             connectTimeout = r.connectTimeout
             transport = r.transport
             cookieJar = r.cookieJar
+            agent = Agent(transport.userAgent)
             if let credentials = r.authCredentials {
                 user = credentials.user
                 password = credentials.password
@@ -152,7 +156,7 @@ final class Transfer {
     deinit {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
-        curl_slist_free_all(headerList)
+        curl_slist_free_all(route.ownHeaders)
         curl_slist_free_all(resolveOverrides)
         _ = file?.close()
     }
@@ -203,11 +207,7 @@ final class Transfer {
 
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
     func end() {
-        if headerList != nil {
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
-            curl_slist_free_all(headerList)
-            headerList = nil
-        }
+        endRoute()
         if resolveOverrides != nil {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, nil)
             curl_slist_free_all(resolveOverrides)
@@ -285,13 +285,14 @@ final class Transfer {
             if options != nil {
                 prepareReset(options)
                 curl_easy_reset(easy)
+                route = Route()
                 setFixedOptions()
             }
             apply(wanted)
             options = wanted
         }
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
-        configureHeaders(r)
+        configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport)
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
@@ -335,36 +336,6 @@ final class Transfer {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTPAUTH, Int(bitPattern: o.auth))
         }
         applyTransport(o)
-    }
-
-    private func configureHeaders(_ r: Request) {
-        var list: UnsafeMutablePointer<curl_slist>?
-        // Resuming a download: our Range header replaces the request's.
-        if resumeFrom > 0 { list = curl_slist_append(list, "Range: bytes=\(resumeFrom)-") ?? list }
-        for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
-            var line = Array(header.name.utf8)
-            if header.value.isEmpty {
-                line.append(UInt8(ascii: ";"))
-            } else {
-                line.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
-                line.append(contentsOf: header.value)
-            }
-            line.append(0)
-            list = line.withUnsafeBufferPointer { bytes in
-                bytes.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-            } ?? list
-        }
-        // libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body; send the
-        // caller's headers only.
-        if r.sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
-            list = curl_slist_append(list, "Content-Type:") ?? list
-        }
-        // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        if r.transport.decodeContent ?? true, !r.headers.contains(where: { $0.lowercasedName == "accept-encoding" }) {
-            list = acceptEncodingHeader.withUnsafeBufferPointer { curl_slist_append(list, $0.baseAddress) } ?? list
-        }
-        headerList = list
-        if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
     }
 
     /// One header line (or trailer); returns false to abort the transfer: the reply is refused
