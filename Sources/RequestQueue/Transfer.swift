@@ -376,9 +376,9 @@ final class Transfer {
            let coding = ServerData.unrequestedTransferCoding(codings) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
-        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.value(named: "Content-Length", in: bytes),
-           !ServerData.isValidContentLength(length) {
-            return refuse("the server sent an invalid Content-Length (\"\(length.prefix(64))\")")
+        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(named: "Content-Length", in: bytes),
+           !ServerData.isValidContentLength(bytes: length) {
+            return refuse("the server sent an invalid Content-Length (\"\(String(decoding: length, as: UTF8.self).prefix(64))\")")
         }
         guard HeaderLines.append(line, to: headers) else {
             outOfMemory = true

@@ -65,6 +65,10 @@ import Testing
         for bad in ["", " ", "-5", "+5", "99999999999999999999999", "1234567890123456789", "1 2", "0x10", "5, 5", "1e3",
                     "\u{663}", "5\u{301}", "\u{FF15}", "5\r"] {
             #expect(!ServerData.isValidContentLength(bad), "\(bad)")
+            #expect(!ServerData.isValidContentLength(bytes: Array(bad.utf8)), "\(bad)")
+        }
+        for good in ["0", " 123 ", "999999999999999999", "\t7 \t"] {
+            #expect(ServerData.isValidContentLength(bytes: Array(good.utf8)), "\(good)")
         }
     }
 
