@@ -125,23 +125,32 @@ final class Transfer {
             transport = r.transport
             cookieJar = r.cookieJar
             agent = Agent(transport.userAgent)
+            (user, password, auth) = Options.credentials(r)
+        }
+
+        /// Whether `Options(r)` would equal these options, without making them: a request whose
+        /// options are those of the handle's previous attempt shares them (most do).
+        func same(as r: Request) -> Bool {
+            guard method == r.method, sendsBody == r.sendsBody, maxRedirects == r.maxRedirects,
+                  maxResponseSize == r.maxResponseSize, caFile == r.caFile, https == (r.url.scheme == "https"),
+                  streamsBody == r.streamsBody, progress == (r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)),
+                  timeout == r.timeout, connectTimeout == r.connectTimeout, cookieJar === r.cookieJar else { return false }
+            let (user, password, auth) = Options.credentials(r)
+            return self.user == user && self.password == password && self.auth == auth && transport == r.transport
+        }
+
+        /// The user name, password and CURLOPT_HTTPAUTH of a request's attempts.
+        private static func credentials(_ r: Request) -> (CString?, CString?, UInt) {
             if let credentials = r.authCredentials {
-                user = credentials.user
-                password = credentials.password
-                auth = switch credentials.scheme {
+                let auth = switch credentials.scheme {
                 case .basic: ccurl_auth_basic
                 case .digest: ccurl_auth_digest
                 case .any: ccurl_auth_any
                 }
-            } else if let user = r.user {
-                self.user = user
-                password = r.password ?? [0]
-                auth = ccurl_auth_basic
-            } else {
-                user = nil
-                password = nil
-                auth = 0
+                return (credentials.user, credentials.password, auth)
             }
+            if let user = r.user { return (user, r.password ?? [0], ccurl_auth_basic) }
+            return (nil, nil, 0)
         }
     }
 
@@ -279,21 +288,23 @@ final class Transfer {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
         }
-        let wanted = r.transferOptions ?? Options(r)
+        let wanted = r.transferOptions ?? options.flatMap { $0.same(as: r) ? $0 : nil } ?? Options(r)
         r.transferOptions = wanted
-        if options != wanted {
-            if options != nil {
-                prepareReset(options)
-                curl_easy_reset(easy)
-                route = Route()
-                setFixedOptions()
+        if options !== wanted {
+            if options != wanted {
+                if options != nil {
+                    prepareReset(options)
+                    curl_easy_reset(easy)
+                    route = Route()
+                    setFixedOptions()
+                }
+                apply(wanted)
             }
-            apply(wanted)
             options = wanted
         }
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
         configureRoute(r, wanted)
-        resolveOverrides = resolveList(wanted.transport)
+        resolveOverrides = resolveList(wanted.transport.resolve)
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
@@ -555,13 +566,7 @@ final class Transfer {
     /// later attempts reusing the connection find it there.
     private func connected(primaryIP: UnsafeMutablePointer<CChar>?, localIP: UnsafeMutablePointer<CChar>?,
                            primaryPort: Int32, localPort: Int32) {
-        var hasher = Hasher()
-        if let primaryIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: primaryIP, count: strlen(primaryIP))) }
-        hasher.combine(0 as UInt8)
-        if let localIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: localIP, count: strlen(localIP))) }
-        hasher.combine(primaryPort)
-        hasher.combine(localPort)
-        let key = hasher.finalize()
+        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort)
         if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
             engine.socketConnected(openedSocket, key: key)
             socket = openedSocket
@@ -571,6 +576,34 @@ final class Transfer {
         openedSocket = -1
         counted.tcp = -1
     }
+
+    /// A connection's key in the engine's table of sockets: a hash of its addresses and ports
+    /// (FNV-1a from a seed drawn once per process; `Hasher` cost six times as much, and this runs
+    /// for every attempt).
+    static func connectionKey(_ primaryIP: UnsafePointer<CChar>?, _ localIP: UnsafePointer<CChar>?,
+                              _ primaryPort: Int32, _ localPort: Int32) -> Int {
+        var hash = connectionKeySeed
+        func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        func mix(text: UnsafePointer<CChar>?) {
+            var next = text
+            while let at = next, at.pointee != 0 {
+                mix(UInt8(bitPattern: at.pointee))
+                next = at + 1
+            }
+            mix(UInt8(0))
+        }
+        func mix(port: Int32) {
+            mix(UInt8(truncatingIfNeeded: port))
+            mix(UInt8(truncatingIfNeeded: port >> 8))
+        }
+        mix(text: primaryIP)
+        mix(text: localIP)
+        mix(port: primaryPort)
+        mix(port: localPort)
+        return Int(truncatingIfNeeded: hash)
+    }
+
+    private static let connectionKeySeed = UInt64.random(in: .min ... .max) | 1
 
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
@@ -657,7 +690,7 @@ final class Transfer {
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
-                                   received: received)
+                                   received: received, wire: (downloaded, uploaded))
         return response
     }
 

@@ -4,6 +4,7 @@ import CCurl
 import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 /// The settings of a request that a queue's defaults can give it: those set explicitly on a
 /// request are its own; at `rq_add` every other one is taken from the queue's defaults request.
@@ -303,6 +304,9 @@ final class CookieJar: @unchecked Sendable {
 enum ResolveOverrides {
     static let lock = Lock()
     nonisolated(unsafe) static var hosts = Set<[UInt8]>() // under `lock`
+    /// Whether `hosts` has an entry: set under `lock` (and never cleared), so that the attempts of
+    /// a process that pins no host take no lock.
+    static let any = Atomic<Bool>(false)
 }
 
 /// The default User-Agent: "librequestqueue/<version> libcurl/<version>".
@@ -466,12 +470,13 @@ extension Transfer {
     /// The resolve overrides of this attempt, set on every attempt: libcurl keeps them in the
     /// queue's DNS cache, so entries of earlier requests are removed ("-host:port") for one
     /// that does not override them.
-    func resolveList(_ t: TransportSettings) -> UnsafeMutablePointer<curl_slist>? {
+    func resolveList(_ resolve: [[UInt8]]?) -> UnsafeMutablePointer<curl_slist>? {
+        guard resolve != nil || ResolveOverrides.any.load(ordering: .acquiring) else { return nil }
         let overridden = ResolveOverrides.lock.withLock { ResolveOverrides.hosts }
-        guard t.resolve != nil || !overridden.isEmpty else { return nil }
+        guard resolve != nil || !overridden.isEmpty else { return nil }
         var list: UnsafeMutablePointer<curl_slist>?
         var mine = Set<[UInt8]>()
-        for entry in t.resolve ?? [] {
+        for entry in resolve ?? [] {
             var hostPort = entry
             if let c1 = entry.firstIndex(of: UInt8(ascii: ":")),
                let c2 = entry[(c1 + 1)...].firstIndex(of: UInt8(ascii: ":")) { hostPort = Array(entry[..<c2]) }
@@ -479,7 +484,12 @@ extension Transfer {
             list = append(list, entry)
         }
         for hostPort in overridden where !mine.contains(hostPort) { list = append(list, [UInt8(ascii: "-")] + hostPort) }
-        if !mine.isSubset(of: overridden) { ResolveOverrides.lock.withLock { ResolveOverrides.hosts.formUnion(mine) } }
+        if !mine.isSubset(of: overridden) {
+            ResolveOverrides.lock.withLock {
+                ResolveOverrides.hosts.formUnion(mine)
+                ResolveOverrides.any.store(true, ordering: .releasing)
+            }
+        }
         return list
     }
 
