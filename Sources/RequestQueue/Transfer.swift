@@ -108,7 +108,7 @@ final class Transfer {
                 && a.maxResponseSize == b.maxResponseSize && a.caFile == b.caFile && a.https == b.https
                 && a.streamsBody == b.streamsBody && a.progress == b.progress && a.timeout == b.timeout
                 && a.connectTimeout == b.connectTimeout && a.user == b.user && a.password == b.password && a.auth == b.auth
-                && a.transport == b.transport && a.cookieJar === b.cookieJar)
+                && a.transport.equals(b.transport) && a.cookieJar === b.cookieJar)
         }
 
         init(_ r: Request) {
@@ -136,7 +136,7 @@ final class Transfer {
                   streamsBody == r.streamsBody, progress == (r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)),
                   timeout == r.timeout, connectTimeout == r.connectTimeout, cookieJar === r.cookieJar else { return false }
             let (user, password, auth) = Options.credentials(r)
-            return self.user == user && self.password == password && self.auth == auth && transport == r.transport
+            return self.user == user && self.password == password && self.auth == auth && transport.equals(r.transport)
         }
 
         /// The user name, password and CURLOPT_HTTPAUTH of a request's attempts.

@@ -533,10 +533,9 @@ extension Transfer {
     /// in any case (libcurl 7.88 reads http_proxy, https_proxy, HTTPS_PROXY, all_proxy and
     /// ALL_PROXY for an http or https transfer, lib/url.c, detect_proxy).
     func configureRoute(_ r: Request, _ o: Options) {
-        let t = o.transport
         let direct: Bool
         var proxyOff = false
-        if let proxy = t.proxy {
+        if let proxy = o.transport.proxy {
             direct = proxy.isEmpty
         } else {
             direct = ccurl_environment_names_proxy() == 0
@@ -547,7 +546,7 @@ extension Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROXY, proxyOff ? UnsafeRawPointer(emptyCString) : nil)
             route.proxyOff = proxyOff
         }
-        let noProxyOff = proxyOff && t.noProxy == nil
+        let noProxyOff = proxyOff && o.transport.noProxy == nil
         if noProxyOff != route.noProxyOff {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_NOPROXY, noProxyOff ? UnsafeRawPointer(emptyCString) : nil)
             route.noProxyOff = noProxyOff
