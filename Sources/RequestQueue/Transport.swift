@@ -156,6 +156,10 @@ final class QueueTransport: @unchecked Sendable {
     /// `rq_add`: the request takes the queue's defaults, then the queue takes it; a request the
     /// queue refuses (already added, queue closed, ...) gets its own settings back.
     func add(_ r: Request, to q: Queue) -> rq_result {
+        // Most queues have no defaults and most requests use no cookies: nothing to take.
+        if lock.withLock({ defaultsRequest == nil }), !r.lock.withLock({ r.state == .new && r.transport.cookies == true }) {
+            return q.add(r)
+        }
         let defaults = snapshot()
         let saved: Request.Inheritable? = r.lock.withLock {
             // Nothing to inherit (no defaults, no cookies): nothing to save either.

@@ -79,9 +79,20 @@ public enum Validation {
     public static func urlSyntax<Bytes: Collection>(_ b: Bytes) throws(InputError) -> Bool where Bytes.Element == UInt8 {
         guard !b.isEmpty else { throw .url("the URL is empty") }
         guard b.count <= maxURLLength else { throw .url("the URL is \(b.count) bytes long, more than the \(maxURLLength) allowed") }
-        for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
-            let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
-            throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
+        // One pass over contiguous bytes finds nothing to report in almost every URL.
+        let printable = b.withContiguousStorageIfAvailable { bytes -> Bool in
+            var i = 0
+            while i < bytes.count {
+                guard bytes[i] > 0x20, bytes[i] < 0x7F else { return false }
+                i += 1
+            }
+            return true
+        }
+        if printable != true {
+            for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
+                let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
+                throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
+            }
         }
         var schemeLength = 0
         var isHTTP = true, isHTTPS = true
@@ -93,8 +104,8 @@ public enum Validation {
                            + "the URL must be absolute, starting with http:// or https://")
             }
             let lower = c | 0x20
-            isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetters[schemeLength]
-            isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetters[schemeLength]
+            isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetter(schemeLength)
+            isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetter(schemeLength)
             schemeLength += 1
             index = b.index(after: index)
         }
@@ -160,7 +171,16 @@ public enum Validation {
         return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
     }
 
-    private static let httpsLetters: [UInt8] = Array("https".utf8)
+    /// The letter of "https" at `index` (0 past its end).
+    private static func httpsLetter(_ index: Int) -> UInt8 {
+        switch index {
+        case 0: UInt8(ascii: "h")
+        case 1, 2: UInt8(ascii: "t")
+        case 3: UInt8(ascii: "p")
+        case 4: UInt8(ascii: "s")
+        default: 0
+        }
+    }
 
     private static func isUpper(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
 
