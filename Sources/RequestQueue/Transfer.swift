@@ -646,8 +646,9 @@ final class Transfer {
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
         var downloadTotal: curl_off_t = -1
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        // A request that sends no body uploads nothing.
         var uploaded: curl_off_t = 0
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded) }
         var downloaded: curl_off_t = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
         request.download.update(received: Int64(downloaded), length: Int64(downloadTotal))
