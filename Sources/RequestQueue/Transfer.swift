@@ -352,7 +352,8 @@ final class Transfer {
     /// One header line (or trailer); returns false to abort the transfer: the reply is refused
     /// (`protocolError`) or the output file cannot be used.
     private func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
-        guard let request else { return false }
+        // (The request is taken only where it is used: a reference for every line costs.)
+        guard request != nil else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
@@ -375,6 +376,7 @@ final class Transfer {
         // The blank line ends the headers: the body's destination is known now. (After a 1xx
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
+            guard let request else { return false }
             if !(100...199).contains(status) {
                 awaitingHeaders = false
                 headEnded(request)
