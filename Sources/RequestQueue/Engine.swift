@@ -53,6 +53,10 @@ final class Engine: @unchecked Sendable {
     /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
     private var sockets: [Int: Int32] = [:]
     private var socketKeys: [Int32: Int] = [:]
+    /// Whether the environment names a proxy, read by the first attempt that starts in a turn of
+    /// the loop (after the commands were taken: a command sent after a setenv sees it) and shared
+    /// by the others of that turn; nil until then (Transfer.configureRoute).
+    var proxyInEnvironment: Bool?
     private static let idleCheckInterval = 0.1
     /// One hour: the longest an idle engine blocks.
     private static let idleWaitMs = 3_600_000.0
@@ -155,6 +159,7 @@ final class Engine: @unchecked Sendable {
         var commands: [Command] = []
         while true {
             inboxLock.withLock { swap(&inbox, &commands) }
+            proxyInEnvironment = nil
             defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {

@@ -7,7 +7,7 @@ import RequestQueueCore
 /// from one attempt to the next and only what differs is set again.
 final class Transfer {
     let easy: UnsafeMutableRawPointer
-    private unowned let engine: Engine
+    unowned let engine: Engine
     /// The attempt running on this transfer; nil while it waits in the pool. libcurl calls back
     /// only between `begin` and `end`; the callbacks still check it and stop the transfer if not.
     private(set) var request: Request?

@@ -533,16 +533,19 @@ extension Transfer {
     /// would be sent twice through a plain proxy. When the environment names no proxy,
     /// CURLOPT_PROXY and CURLOPT_NOPROXY "" say so to libcurl, which then does not read its five
     /// variables for each transfer either (the same decision: no proxy). The environment is read
-    /// here, as libcurl reads it, when the attempt starts: http_proxy, https_proxy and all_proxy
-    /// in any case (libcurl 7.88 reads http_proxy, https_proxy, HTTPS_PROXY, all_proxy and
-    /// ALL_PROXY for an http or https transfer, lib/url.c, detect_proxy).
+    /// here, as libcurl reads it, when the attempt starts (once per turn of the engine's loop:
+    /// `Engine.proxyInEnvironment`): http_proxy, https_proxy and all_proxy in any case (libcurl
+    /// 7.88 reads http_proxy, https_proxy, HTTPS_PROXY, all_proxy and ALL_PROXY for an http or
+    /// https transfer, lib/url.c, detect_proxy).
     func configureRoute(_ r: Request, _ o: Options) {
         let direct: Bool
         var proxyOff = false
         if let proxy = o.transport.proxy {
             direct = proxy.isEmpty
         } else {
-            direct = ccurl_environment_names_proxy() == 0
+            let inEnvironment = engine.proxyInEnvironment ?? (ccurl_environment_names_proxy() != 0)
+            engine.proxyInEnvironment = inEnvironment
+            direct = !inEnvironment
             proxyOff = direct
         }
         // Only with no proxy setting: CURLOPT_PROXY is otherwise the setting's (`applyTransport`).
