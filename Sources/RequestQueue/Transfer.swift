@@ -389,7 +389,7 @@ final class Transfer {
            let coding = ServerData.unrequestedTransferCoding(codings) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
-        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(named: "Content-Length", in: bytes),
+        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length"),
            !ServerData.isValidContentLength(bytes: length) {
             return refuse("the server sent an invalid Content-Length (\"\(String(decoding: length, as: UTF8.self).prefix(64))\")")
         }

@@ -215,13 +215,38 @@ public enum HeaderLines {
     /// String's UTF-8 view costs tens of instructions per byte.)
     private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
         guard bytes.count == name.count else { return false }
-        for i in 0..<bytes.count where bytes[i] | 0x20 != name[i] | 0x20 { return false }
+        var i = 0
+        while i < bytes.count {
+            guard bytes[i] | 0x20 == name[i] | 0x20 else { return false }
+            i += 1
+        }
         return true
     }
 
     /// The first value of a header (name compared case-insensitively), for internal decisions.
     public static func value(named name: String, in bytes: UnsafeBufferPointer<UInt8>) -> String? {
         valueBytes(named: name, in: bytes).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `valueBytes(named:in:)` of one header line as libcurl hands it over ("Name: value\r\n"),
+    /// without the walk over every line: the value when the line's field is `name`, blanks around
+    /// it left out. (Bytes after a first newline that is not the last byte: the walk.)
+    public static func valueBytes(ofLine line: UnsafeBufferPointer<UInt8>, named name: StaticString) -> UnsafeBufferPointer<UInt8>? {
+        // libcurl's lines end with their only newline: the last byte.
+        var end = line.count
+        if end > 0, line[end - 1] == 0x0A { end -= 1 }
+        var i = 0
+        while i < end, line[i] != 0x0A { i += 1 }
+        guard i == end else { return valueBytes(named: name.description, in: line) }
+        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        let length = name.utf8CodeUnitCount
+        // The name ends at the first colon, so the line's first colon must follow the name's bytes.
+        guard length < end, line[length] == 0x3A,
+              equalIgnoringCase(UnsafeBufferPointer(rebasing: line[..<length]),
+                                UnsafeBufferPointer(start: name.utf8Start, count: length)) else { return nil }
+        var value = length + 1
+        while value < end, line[value] == 0x20 || line[value] == 0x09 { value += 1 }
+        return UnsafeBufferPointer(rebasing: line[value..<end])
     }
 
     /// The bytes of `value(named:in:)`, without making a String.

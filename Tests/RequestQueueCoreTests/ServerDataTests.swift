@@ -135,4 +135,20 @@ import Testing
             #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: other, in: $0) } == nil, "\(other)")
         }
     }
+
+    /// The one-line lookup of the header callback finds what the walk over lines finds.
+    @Test func oneLineLookupIsTheWalk() {
+        let lines = ["Content-Length: 12\r\n", "content-length:12", "CONTENT-LENGTH: \t 7 \t\r\n", "Content-Length:\r\n",
+                     "Content-Length:", "Content-Length", "Content-Length : 5\r\n", "Content-Lengths: 5\r\n",
+                     "Content:Length: 5\r\n", "Content\rLength: 5\r\n", "Content-Length: 5\r\nX: y\r\n",
+                     "Content-Length: 5\nContent-Length: 6\n", "X: 1\nContent-Length: 6\n", "\nContent-Length: 6",
+                     "Content-Length: a:b\r\n", "Content-Length:\u{FF}\r\n", "", "\r\n", ":", "Content-Length: 5\r"]
+        for text in lines {
+            Array(text.utf8).withUnsafeBufferPointer { line in
+                let walk = HeaderLines.valueBytes(named: "Content-Length", in: line).map(Array.init)
+                let one = HeaderLines.valueBytes(ofLine: line, named: "Content-Length").map(Array.init)
+                #expect(one == walk, "\(text.debugDescription)")
+            }
+        }
+    }
 }

@@ -53,6 +53,7 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         Array(input).withUnsafeBufferPointer { lines in
             let bytes = HeaderLines.valueBytes(named: "Content-Length", in: lines)
             check(bytes.map { String(decoding: $0, as: UTF8.self) } == HeaderLines.value(named: "Content-Length", in: lines))
+            check(HeaderLines.valueBytes(ofLine: lines, named: "Content-Length").map(Array.init) == bytes.map(Array.init))
             if let bytes { _ = ServerData.isValidContentLength(bytes: bytes) }
         }
         _ = Array(input).withUnsafeBufferPointer { HeaderLines.value(named: "", in: $0) }
