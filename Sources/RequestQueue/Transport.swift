@@ -328,7 +328,7 @@ enum Agent {
     case none
     /// The library's own (`defaultUserAgent`).
     case standard
-    /// The caller's, NUL-terminated; `line` is nil when it is blank (spaces and tabs only), which
+    /// The caller's, NUL-terminated; `line` is nil when it is blank (white space only), which
     /// libcurl leaves out of a header list but sends from CURLOPT_USERAGENT.
     case custom(option: CString, line: CString?)
 
@@ -348,7 +348,8 @@ enum Agent {
 }
 
 /// The header lists of requests without header lines of their own (the common case), made once
-/// and never freed: libcurl only reads a list. Indexed by `SharedHeaders.index`; nil where memory
+/// and never freed: libcurl only reads a list. Indexed by the lines they hold (1: the default
+/// User-Agent, 2: an empty Content-Type, 4: Accept-Encoding; see `setHeaders`); nil where memory
 /// ran out (the transfer then makes its own) or for the empty list.
 // nonisolated(unsafe): written once by the initializer, only read afterwards (by every engine).
 nonisolated(unsafe) let sharedHeaderLists: [UnsafeMutablePointer<curl_slist>?] = (0..<8).map { index in
