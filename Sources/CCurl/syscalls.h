@@ -5,9 +5,31 @@
 #include <stddef.h>
 #include <sys/eventfd.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+
+extern char **environ;
+
+/* Whether the environment has a variable http_proxy, https_proxy or all_proxy, in any case (the
+ * names libcurl 7.88 reads for an http or https transfer are among them). A look at the first two
+ * letters of most names. */
+static inline int ccurl_environment_names_proxy(void) {
+    char **entry = environ;
+    if (!entry)
+        return 0;
+    for (; *entry; entry++) {
+        const char *name = *entry;
+        char first = (char)(name[0] | 0x20);
+        if (first == 'h' && (name[1] | 0x20) == 't' &&
+            (strncasecmp(name, "http_proxy=", 11) == 0 || strncasecmp(name, "https_proxy=", 12) == 0))
+            return 1;
+        if (first == 'a' && (name[1] | 0x20) == 'l' && strncasecmp(name, "all_proxy=", 10) == 0)
+            return 1;
+    }
+    return 0;
+}
 
 /* A non-blocking, close-on-exec eventfd, or -1. */
 static inline int ccurl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

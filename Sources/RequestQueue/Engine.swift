@@ -55,6 +55,10 @@ final class Engine: @unchecked Sendable {
     private var socketKeys: [Int32: Int] = [:]
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
+    /// Whether the environment names a proxy, read by the first attempt that starts in a turn of
+    /// the loop (after the commands were taken: a command sent after a setenv sees it) and shared
+    /// by the others of that turn; nil until then (Transfer.configureRoute).
+    var proxyInEnvironment: Bool?
     private static let idleCheckInterval = 0.1
     /// One hour: the longest an idle engine blocks.
     private static let idleWaitMs = 3_600_000.0
@@ -157,6 +161,7 @@ final class Engine: @unchecked Sendable {
         var commands: [Command] = []
         while true {
             inboxLock.withLock { swap(&inbox, &commands) }
+            proxyInEnvironment = nil
             defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {

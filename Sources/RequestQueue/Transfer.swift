@@ -7,7 +7,7 @@ import RequestQueueCore
 /// from one attempt to the next and only what differs is set again.
 final class Transfer {
     let easy: UnsafeMutableRawPointer
-    private unowned let engine: Engine
+    unowned let engine: Engine
     /// The attempt running on this transfer; nil while it waits in the pool. libcurl calls back
     /// only between `begin` and `end`; the callbacks still check it and stop the transfer if not.
     private(set) var request: Request?
@@ -17,7 +17,8 @@ final class Transfer {
     private let body = ByteBuffer()
     /// The response's header lines as received (without the status line), parsed by `Response`.
     private let headers = ByteBuffer()
-    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// How the attempt's User-Agent, proxy and header list are set on the handle (Transport.swift).
+    var route = Route()
     /// The resolve overrides of the current attempt (Transport.swift).
     private var resolveOverrides: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -70,7 +71,7 @@ final class Transfer {
     /// paused handle holds libcurl's buffered data: it is never reused.
     private(set) var paused = false
     /// With resume: the size of the file when the attempt started, asked for with a Range header.
-    private var resumeFrom: Int64 = 0
+    private(set) var resumeFrom: Int64 = 0
     private var file: OutputFile?
     private var fileError: String?
     /// Why the server's reply was refused: not HTTP, over the header budget, a transfer coding not
@@ -103,13 +104,15 @@ final class Transfer {
         let auth: UInt
         let transport: TransportSettings
         let cookieJar: CookieJar?
+        /// The User-Agent to send (Transport.swift).
+        let agent: Agent
 
         static func == (a: Options, b: Options) -> Bool {
             a === b || (a.method == b.method && a.sendsBody == b.sendsBody && a.maxRedirects == b.maxRedirects
                 && a.maxResponseSize == b.maxResponseSize && a.caFile == b.caFile && a.https == b.https
                 && a.streamsBody == b.streamsBody && a.progress == b.progress && a.timeout == b.timeout
                 && a.connectTimeout == b.connectTimeout && a.user == b.user && a.password == b.password && a.auth == b.auth
-                && a.transport == b.transport && a.cookieJar === b.cookieJar)
+                && a.transport.equals(b.transport) && a.cookieJar === b.cookieJar)
         }
 
         init(_ r: Request) {
@@ -125,23 +128,33 @@ final class Transfer {
             connectTimeout = r.connectTimeout
             transport = r.transport
             cookieJar = r.cookieJar
+            agent = Agent(transport.userAgent)
+            (user, password, auth) = Options.credentials(r)
+        }
+
+        /// Whether `Options(r)` would equal these options, without making them: a request whose
+        /// options are those of the handle's previous attempt shares them (most do).
+        func same(as r: Request) -> Bool {
+            guard method == r.method, sendsBody == r.sendsBody, maxRedirects == r.maxRedirects,
+                  maxResponseSize == r.maxResponseSize, caFile == r.caFile, https == (r.url.scheme == "https"),
+                  streamsBody == r.streamsBody, progress == (r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)),
+                  timeout == r.timeout, connectTimeout == r.connectTimeout, cookieJar === r.cookieJar else { return false }
+            let (user, password, auth) = Options.credentials(r)
+            return self.user == user && self.password == password && self.auth == auth && transport.equals(r.transport)
+        }
+
+        /// The user name, password and CURLOPT_HTTPAUTH of a request's attempts.
+        private static func credentials(_ r: Request) -> (CString?, CString?, UInt) {
             if let credentials = r.authCredentials {
-                user = credentials.user
-                password = credentials.password
-                auth = switch credentials.scheme {
+                let auth = switch credentials.scheme {
                 case .basic: ccurl_auth_basic
                 case .digest: ccurl_auth_digest
                 case .any: ccurl_auth_any
                 }
-            } else if let user = r.user {
-                self.user = user
-                password = r.password ?? [0]
-                auth = ccurl_auth_basic
-            } else {
-                user = nil
-                password = nil
-                auth = 0
+                return (credentials.user, credentials.password, auth)
             }
+            if let user = r.user { return (user, r.password ?? [0], ccurl_auth_basic) }
+            return (nil, nil, 0)
         }
     }
 
@@ -156,7 +169,7 @@ final class Transfer {
     deinit {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
-        curl_slist_free_all(headerList)
+        curl_slist_free_all(route.ownHeaders)
         curl_slist_free_all(resolveOverrides)
         _ = file?.close()
     }
@@ -207,11 +220,7 @@ final class Transfer {
 
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
     func end() {
-        if headerList != nil {
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
-            curl_slist_free_all(headerList)
-            headerList = nil
-        }
+        endRoute()
         if resolveOverrides != nil {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, nil)
             curl_slist_free_all(resolveOverrides)
@@ -289,20 +298,23 @@ final class Transfer {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
         }
-        let wanted = r.transferOptions ?? Options(r)
+        let wanted = r.transferOptions ?? options.flatMap { $0.same(as: r) ? $0 : nil } ?? Options(r)
         r.transferOptions = wanted
-        if options != wanted {
-            if options != nil {
-                prepareReset(options)
-                curl_easy_reset(easy)
-                setFixedOptions()
+        if options !== wanted {
+            if options != wanted {
+                if options != nil {
+                    prepareReset(options)
+                    curl_easy_reset(easy)
+                    route = Route()
+                    setFixedOptions()
+                }
+                apply(wanted)
             }
-            apply(wanted)
             options = wanted
         }
         _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
-        configureHeaders(r)
-        resolveOverrides = resolveList(wanted.transport)
+        configureRoute(r, wanted)
+        resolveOverrides = resolveList(wanted.transport.resolve)
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
@@ -347,40 +359,11 @@ final class Transfer {
         applyTransport(o)
     }
 
-    private func configureHeaders(_ r: Request) {
-        var list: UnsafeMutablePointer<curl_slist>?
-        // Resuming a download: our Range header replaces the request's.
-        if resumeFrom > 0 { list = curl_slist_append(list, "Range: bytes=\(resumeFrom)-") ?? list }
-        for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
-            var line = Array(header.name.utf8)
-            if header.value.isEmpty {
-                line.append(UInt8(ascii: ";"))
-            } else {
-                line.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
-                line.append(contentsOf: header.value)
-            }
-            line.append(0)
-            list = line.withUnsafeBufferPointer { bytes in
-                bytes.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
-            } ?? list
-        }
-        // libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body; send the
-        // caller's headers only.
-        if r.sendsBody, !r.headers.contains(where: { $0.lowercasedName == "content-type" }) {
-            list = curl_slist_append(list, "Content-Type:") ?? list
-        }
-        // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        if r.transport.decodeContent ?? true, !r.headers.contains(where: { $0.lowercasedName == "accept-encoding" }) {
-            list = acceptEncodingHeader.withUnsafeBufferPointer { curl_slist_append(list, $0.baseAddress) } ?? list
-        }
-        headerList = list
-        if let list { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list) }
-    }
-
     /// One header line (or trailer); returns false to abort the transfer: the reply is refused
     /// (`protocolError`) or the output file cannot be used.
     private func headerLine(_ line: UnsafeRawBufferPointer) -> Bool {
-        guard let request else { return false }
+        // (The request is taken only where it is used: a reference for every line costs.)
+        guard request != nil else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
@@ -403,6 +386,7 @@ final class Transfer {
         // The blank line ends the headers: the body's destination is known now. (After a 1xx
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
+            guard let request else { return false }
             if !(100...199).contains(status) {
                 awaitingHeaders = false
                 headEnded(request)
@@ -415,9 +399,9 @@ final class Transfer {
            let coding = ServerData.unrequestedTransferCoding(codings) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
-        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.value(named: "Content-Length", in: bytes),
-           !ServerData.isValidContentLength(length) {
-            return refuse("the server sent an invalid Content-Length (\"\(length.prefix(64))\")")
+        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length"),
+           !ServerData.isValidContentLength(bytes: length) {
+            return refuse("the server sent an invalid Content-Length (\"\(String(decoding: length, as: UTF8.self).prefix(64))\")")
         }
         guard HeaderLines.append(line, to: headers) else {
             outOfMemory = true
@@ -647,13 +631,7 @@ final class Transfer {
     /// later attempts reusing the connection find it there.
     private func connected(primaryIP: UnsafeMutablePointer<CChar>?, localIP: UnsafeMutablePointer<CChar>?,
                            primaryPort: Int32, localPort: Int32) {
-        var hasher = Hasher()
-        if let primaryIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: primaryIP, count: strlen(primaryIP))) }
-        hasher.combine(0 as UInt8)
-        if let localIP { hasher.combine(bytes: UnsafeRawBufferPointer(start: localIP, count: strlen(localIP))) }
-        hasher.combine(primaryPort)
-        hasher.combine(localPort)
-        let key = hasher.finalize()
+        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort)
         if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
             engine.socketConnected(openedSocket, key: key)
             socket = openedSocket
@@ -663,6 +641,34 @@ final class Transfer {
         openedSocket = -1
         counted.tcp = -1
     }
+
+    /// A connection's key in the engine's table of sockets: a hash of its addresses and ports
+    /// (FNV-1a from a seed drawn once per process; `Hasher` cost six times as much, and this runs
+    /// for every attempt).
+    static func connectionKey(_ primaryIP: UnsafePointer<CChar>?, _ localIP: UnsafePointer<CChar>?,
+                              _ primaryPort: Int32, _ localPort: Int32) -> Int {
+        var hash = connectionKeySeed
+        func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        func mix(text: UnsafePointer<CChar>?) {
+            var next = text
+            while let at = next, at.pointee != 0 {
+                mix(UInt8(bitPattern: at.pointee))
+                next = at + 1
+            }
+            mix(UInt8(0))
+        }
+        func mix(port: Int32) {
+            mix(UInt8(truncatingIfNeeded: port))
+            mix(UInt8(truncatingIfNeeded: port >> 8))
+        }
+        mix(text: primaryIP)
+        mix(text: localIP)
+        mix(port: primaryPort)
+        mix(port: localPort)
+        return Int(truncatingIfNeeded: hash)
+    }
+
+    private static let connectionKeySeed = UInt64.random(in: .min ... .max) | 1
 
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
@@ -705,8 +711,9 @@ final class Transfer {
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
         var downloadTotal: curl_off_t = -1
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        // A request that sends no body uploads nothing.
         var uploaded: curl_off_t = 0
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded)
+        if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded) }
         var downloaded: curl_off_t = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
         request.download.update(received: Int64(downloaded), length: Int64(downloadTotal))
@@ -749,7 +756,7 @@ final class Transfer {
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
-                                   received: received)
+                                   received: received, wire: (downloaded, uploaded))
         return response
     }
 

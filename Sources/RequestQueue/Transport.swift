@@ -4,6 +4,7 @@ import CCurl
 import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 /// The settings of a request that a queue's defaults can give it: those set explicitly on a
 /// request are its own; at `rq_add` every other one is taken from the queue's defaults request.
@@ -155,6 +156,10 @@ final class QueueTransport: @unchecked Sendable {
     /// `rq_add`: the request takes the queue's defaults, then the queue takes it; a request the
     /// queue refuses (already added, queue closed, ...) gets its own settings back.
     func add(_ r: Request, to q: Queue) -> rq_result {
+        // Most queues have no defaults and most requests use no cookies: nothing to take.
+        if lock.withLock({ defaultsRequest == nil }), !r.lock.withLock({ r.state == .new && r.transport.cookies == true }) {
+            return q.add(r)
+        }
         let defaults = snapshot()
         let saved: Request.Inheritable? = r.lock.withLock {
             // Nothing to inherit (no defaults, no cookies): nothing to save either.
@@ -303,6 +308,9 @@ final class CookieJar: @unchecked Sendable {
 enum ResolveOverrides {
     static let lock = Lock()
     nonisolated(unsafe) static var hosts = Set<[UInt8]>() // under `lock`
+    /// Whether `hosts` has an entry: set under `lock` (and never cleared), so that the attempts of
+    /// a process that pins no host take no lock.
+    static let any = Atomic<Bool>(false)
 }
 
 /// The default User-Agent: "librequestqueue/<version> libcurl/<version>".
@@ -313,6 +321,51 @@ let defaultUserAgent: CString = {
     }
     return Array(agent.utf8CString)
 }()
+
+/// The User-Agent of a request, as CURLOPT_USERAGENT takes it and as a line of the header list.
+enum Agent {
+    /// None is sent (an empty User-Agent setting).
+    case none
+    /// The library's own (`defaultUserAgent`).
+    case standard
+    /// The caller's, NUL-terminated; `line` is nil when it is blank (white space only), which
+    /// libcurl leaves out of a header list but sends from CURLOPT_USERAGENT.
+    case custom(option: CString, line: CString?)
+
+    init(_ setting: [UInt8]?) {
+        guard let setting else {
+            self = .standard
+            return
+        }
+        guard !setting.isEmpty else {
+            self = .none
+            return
+        }
+        let option = setting.map { CChar(bitPattern: $0) } + [0]
+        let blank = setting.allSatisfy { $0 == 0x20 || $0 == 0x09 || ($0 >= 0x0A && $0 <= 0x0D) }
+        self = .custom(option: option, line: blank ? nil : Array("User-Agent: ".utf8CString.dropLast()) + option)
+    }
+}
+
+/// The header lists of requests without header lines of their own (the common case), made once
+/// and never freed: libcurl only reads a list. Indexed by the lines they hold (1: the default
+/// User-Agent, 2: an empty Content-Type, 4: Accept-Encoding; see `setHeaders`); nil where memory
+/// ran out (the transfer then makes its own) or for the empty list.
+// nonisolated(unsafe): written once by the initializer, only read afterwards (by every engine).
+nonisolated(unsafe) let sharedHeaderLists: [UnsafeMutablePointer<curl_slist>?] = (0..<8).map { index in
+    var list: UnsafeMutablePointer<curl_slist>?
+    for (bit, line) in [(1, defaultUserAgentLine), (2, contentTypeOffLine), (4, acceptEncodingHeader)] where index & bit != 0 {
+        guard let longer = line.withUnsafeBufferPointer({ curl_slist_append(list, $0.baseAddress) }) else {
+            curl_slist_free_all(list)
+            return nil
+        }
+        list = longer
+    }
+    return list
+}
+
+/// "User-Agent: <the default>", for a header list.
+let defaultUserAgentLine: CString = Array("User-Agent: ".utf8CString.dropLast()) + defaultUserAgent
 
 /// The Accept-Encoding line libcurl sends for CURLOPT_ACCEPT_ENCODING "": every encoding it
 /// decodes, in its order. libcurl formats that line anew for every request (about 5,000
@@ -325,6 +378,10 @@ let acceptEncodingHeader: CString = {
     if features & CURL_VERSION_ZSTD != 0 { codings.append("zstd") }
     return Array(("Accept-Encoding: " + (codings.isEmpty ? "identity" : codings.joined(separator: ", "))).utf8CString)
 }()
+
+/// libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body: this line
+/// removes it (the caller's own header goes instead, if any).
+let contentTypeOffLine: CString = Array("Content-Type:".utf8CString)
 
 extension Transfer {
     /// Sets the transport options of a freshly reset handle (called by `apply`).
@@ -345,11 +402,7 @@ extension Transfer {
         } else {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         }
-        if let agent = t.userAgent {
-            if !agent.isEmpty { string(CURLOPT_USERAGENT, agent) }
-        } else {
-            _ = defaultUserAgent.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
-        }
+        // The User-Agent is set for each attempt (`configureRoute`).
         string(CURLOPT_PROXY, t.proxy)
         string(CURLOPT_NOPROXY, t.noProxy)
         string(CURLOPT_PROXY_CAINFO, t.proxyCAFile)
@@ -422,12 +475,13 @@ extension Transfer {
     /// The resolve overrides of this attempt, set on every attempt: libcurl keeps them in the
     /// queue's DNS cache, so entries of earlier requests are removed ("-host:port") for one
     /// that does not override them.
-    func resolveList(_ t: TransportSettings) -> UnsafeMutablePointer<curl_slist>? {
+    func resolveList(_ resolve: [[UInt8]]?) -> UnsafeMutablePointer<curl_slist>? {
+        guard resolve != nil || ResolveOverrides.any.load(ordering: .acquiring) else { return nil }
         let overridden = ResolveOverrides.lock.withLock { ResolveOverrides.hosts }
-        guard t.resolve != nil || !overridden.isEmpty else { return nil }
+        guard resolve != nil || !overridden.isEmpty else { return nil }
         var list: UnsafeMutablePointer<curl_slist>?
         var mine = Set<[UInt8]>()
-        for entry in t.resolve ?? [] {
+        for entry in resolve ?? [] {
             var hostPort = entry
             if let c1 = entry.firstIndex(of: UInt8(ascii: ":")),
                let c2 = entry[(c1 + 1)...].firstIndex(of: UInt8(ascii: ":")) { hostPort = Array(entry[..<c2]) }
@@ -435,7 +489,12 @@ extension Transfer {
             list = append(list, entry)
         }
         for hostPort in overridden where !mine.contains(hostPort) { list = append(list, [UInt8(ascii: "-")] + hostPort) }
-        if !mine.isSubset(of: overridden) { ResolveOverrides.lock.withLock { ResolveOverrides.hosts.formUnion(mine) } }
+        if !mine.isSubset(of: overridden) {
+            ResolveOverrides.lock.withLock {
+                ResolveOverrides.hosts.formUnion(mine)
+                ResolveOverrides.any.store(true, ordering: .releasing)
+            }
+        }
         return list
     }
 
@@ -445,5 +504,134 @@ extension Transfer {
         return text.withUnsafeBufferPointer { b in
             b.baseAddress.flatMap { curl_slist_append(list, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self)) }
         } ?? list
+    }
+}
+
+extension Transfer {
+    /// What of an attempt's options follows from whether a proxy can carry it, and the header list
+    /// set on the handle.
+    struct Route {
+        /// Whether CURLOPT_USERAGENT is set on the handle.
+        var agentOption = false
+        /// Whether CURLOPT_PROXY, and CURLOPT_NOPROXY, are set to "" because no proxy can carry
+        /// the attempt (see `configureRoute`).
+        var proxyOff = false
+        var noProxyOff = false
+        /// The header list set on the handle (a shared one or `ownHeaders`), and the one this
+        /// attempt made, freed when it ends.
+        var headers: UnsafeMutablePointer<curl_slist>?
+        var ownHeaders: UnsafeMutablePointer<curl_slist>?
+    }
+
+    /// Per attempt: the User-Agent, the proxy and the header list.
+    ///
+    /// libcurl formats CURLOPT_USERAGENT into a "User-Agent:" line for every transfer (about
+    /// 5,000 instructions) and copies it into the request. When no proxy can carry the attempt
+    /// (no proxy set, none in the environment, or the proxy setting ""), the same line goes in the
+    /// header list instead, made once, and libcurl sends it to the server as before. Through a
+    /// proxy the option stays: libcurl also sends it in CONNECT requests to the proxy, which never
+    /// carry the header list (CURLHEADER_SEPARATE, libcurl's default), and a line in the list
+    /// would be sent twice through a plain proxy. When the environment names no proxy,
+    /// CURLOPT_PROXY and CURLOPT_NOPROXY "" say so to libcurl, which then does not read its five
+    /// variables for each transfer either (the same decision: no proxy). The environment is read
+    /// here, as libcurl reads it, when the attempt starts (once per turn of the engine's loop:
+    /// `Engine.proxyInEnvironment`): http_proxy, https_proxy and all_proxy in any case (libcurl
+    /// 7.88 reads http_proxy, https_proxy, HTTPS_PROXY, all_proxy and ALL_PROXY for an http or
+    /// https transfer, lib/url.c, detect_proxy).
+    func configureRoute(_ r: Request, _ o: Options) {
+        let direct: Bool
+        var proxyOff = false
+        if let proxy = o.transport.proxy {
+            direct = proxy.isEmpty
+        } else {
+            let inEnvironment = engine.proxyInEnvironment ?? (ccurl_environment_names_proxy() != 0)
+            engine.proxyInEnvironment = inEnvironment
+            direct = !inEnvironment
+            proxyOff = direct
+        }
+        // Only with no proxy setting: CURLOPT_PROXY is otherwise the setting's (`applyTransport`).
+        if proxyOff != route.proxyOff {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROXY, proxyOff ? UnsafeRawPointer(emptyCString) : nil)
+            route.proxyOff = proxyOff
+        }
+        let noProxyOff = proxyOff && o.transport.noProxy == nil
+        if noProxyOff != route.noProxyOff {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_NOPROXY, noProxyOff ? UnsafeRawPointer(emptyCString) : nil)
+            route.noProxyOff = noProxyOff
+        }
+        var line: CString?
+        var option: CString?
+        switch o.agent {
+        case .none: break
+        case .standard: if direct { line = defaultUserAgentLine } else { option = defaultUserAgent }
+        case let .custom(value, blankless): if direct, let blankless { line = blankless } else { option = value }
+        }
+        if (option != nil) != route.agentOption {
+            if let option {
+                _ = option.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
+            } else {
+                _ = ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, nil)
+            }
+            route.agentOption = option != nil
+        }
+        setHeaders(r, o, agentLine: line, standardAgent: o.agent.isStandard)
+    }
+
+    /// The header list: the User-Agent line (`configureRoute`), a resumed download's Range, the
+    /// request's header lines, an empty Content-Type for a body without one, and libcurl's
+    /// Accept-Encoding line when decoding. Requests without header lines of their own share a
+    /// list made once (`sharedHeaderLists`).
+    private func setHeaders(_ r: Request, _ o: Options, agentLine: CString?, standardAgent: Bool) {
+        func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
+        let agent = agentLine != nil && !has("user-agent")
+        let contentType = r.sendsBody && !has("content-type")
+        // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
+        let encoding = (o.transport.decodeContent ?? true) && !has("accept-encoding")
+        var list: UnsafeMutablePointer<curl_slist>?
+        let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
+        if r.headers.isEmpty, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
+            list = sharedHeaderLists[index]
+        } else {
+            func append(_ line: UnsafePointer<CChar>?) {
+                if let line, let longer = curl_slist_append(list, line) { list = longer }
+            }
+            if agent, let agentLine { agentLine.withUnsafeBufferPointer { append($0.baseAddress) } }
+            // Resuming a download: our Range header replaces the request's.
+            if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
+            for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
+                var line = Array(header.name.utf8)
+                if header.value.isEmpty {
+                    line.append(UInt8(ascii: ";"))
+                } else {
+                    line.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
+                    line.append(contentsOf: header.value)
+                }
+                line.append(0)
+                line.withUnsafeBufferPointer { append(UnsafeRawPointer($0.baseAddress)?.assumingMemoryBound(to: CChar.self)) }
+            }
+            if contentType { contentTypeOffLine.withUnsafeBufferPointer { append($0.baseAddress) } }
+            if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
+            route.ownHeaders = list
+        }
+        if list != route.headers {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)
+            route.headers = list
+        }
+    }
+
+    /// The attempt ended: its own header list goes (a shared one stays set).
+    func endRoute() {
+        guard let own = route.ownHeaders else { return }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
+        curl_slist_free_all(own)
+        route.ownHeaders = nil
+        route.headers = nil
+    }
+}
+
+extension Agent {
+    var isStandard: Bool {
+        if case .standard = self { return true }
+        return false
     }
 }

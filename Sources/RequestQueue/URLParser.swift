@@ -15,9 +15,27 @@ enum URLParser {
     }
 
     /// Parses the NUL-terminated `url` of `bytes.count` bytes.
+    ///
+    /// The thread's last URL accepted by libcurl is kept (`LastURL`): a URL with the same
+    /// "scheme://authority" (the bytes up to the first "/", "?" or "#" after the "//", or to the
+    /// end) is not parsed by libcurl again. libcurl 7.88 reads the scheme, host, port and zone from
+    /// those bytes only (lib/urlapi.c, parseurl: the host ends at HOSTNAME_END); what follows (path,
+    /// query, fragment) can only fail its check for control bytes and spaces (junkscan), which
+    /// `Validation.urlSyntax` has already refused, or run out of memory. So such a URL is accepted
+    /// with the same parts, as a parse would accept it.
     static func parse(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>) throws(Failure) -> ValidatedURL {
         let https: Bool
         do throws(InputError) { https = try Validation.urlSyntax(bytes) } catch { throw .input(error) }
+        let authority = Validation.authorityEnd(bytes)
+        let last = LastURL.current
+        if let parsed = last?.parts(of: bytes, authorityEnd: authority) { return parsed.with(string: String(decoding: bytes, as: UTF8.self)) }
+        let parsed = try parsedByLibcurl(url, bytes, https: https)
+        last?.remember(bytes, authorityEnd: authority, parsed)
+        return parsed
+    }
+
+    private static func parsedByLibcurl(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>, https: Bool)
+        throws(Failure) -> ValidatedURL {
         guard let handle = curl_url() else { throw .outOfMemory }
         defer { curl_url_cleanup(handle) }
         switch curl_url_set(handle, CURLUPART_URL, url, ccurl_url_set_flags) {
@@ -50,4 +68,47 @@ enum URLParser {
             throw .input(error)
         }
     }
+}
+
+/// The last URL a thread had parsed by libcurl: its "scheme://authority" bytes and the parts
+/// libcurl read from them (see `URLParser.parse`). One per thread (a pthread key), so that adding
+/// threads share no lock; freed when the thread exits.
+final class LastURL {
+    private var authority: [UInt8] = []
+    private var parsed: ValidatedURL?
+    /// How many URLs the thread had libcurl parse (accepted ones; for the tests).
+    private(set) var parses = 0
+
+    /// The parts of `url` when its authority is the remembered one.
+    func parts(of url: UnsafeBufferPointer<UInt8>, authorityEnd end: Int) -> ValidatedURL? {
+        guard let parsed, end == authority.count, let base = url.baseAddress,
+              authority.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, base, end) == 0 } ?? false }) else { return nil }
+        return parsed
+    }
+
+    func remember(_ url: UnsafeBufferPointer<UInt8>, authorityEnd end: Int, _ parts: ValidatedURL) {
+        authority = Array(UnsafeBufferPointer(rebasing: url[..<end]))
+        parsed = parts
+        parses += 1
+    }
+
+    /// The calling thread's, made on first use; nil when the key or the memory is missing.
+    static var current: LastURL? {
+        guard let key else { return nil }
+        if let stored = pthread_getspecific(key) { return Unmanaged<LastURL>.fromOpaque(stored).takeUnretainedValue() }
+        let made = LastURL()
+        guard pthread_setspecific(key, Unmanaged.passRetained(made).toOpaque()) == 0 else {
+            Unmanaged.passUnretained(made).release()
+            return nil
+        }
+        return made
+    }
+
+    private static let key: pthread_key_t? = {
+        var key = pthread_key_t()
+        let made = pthread_key_create(&key) { stored in
+            if let stored { Unmanaged<LastURL>.fromOpaque(stored).release() }
+        }
+        return made == 0 ? key : nil
+    }()
 }

@@ -71,9 +71,12 @@ public enum ServerData {
 
     /// Whether a Content-Length value is valid: 1 to 18 decimal digits, nothing else. (libcurl
     /// ignores one that does not fit its numbers and reads until the connection closes.)
-    public static func isValidContentLength(_ value: String) -> Bool {
-        // On the UTF-8 bytes: every response has one, and Characters cost ten times as much.
-        var digits = value.utf8[...]
+    public static func isValidContentLength(_ value: String) -> Bool { isValidContentLength(bytes: value.utf8) }
+
+    /// `isValidContentLength` on the value's bytes (every response has one: no String is made).
+    public static func isValidContentLength<Bytes: BidirectionalCollection>(bytes value: Bytes) -> Bool
+        where Bytes.Element == UInt8 {
+        var digits = value[...]
         while let first = digits.first, first == 0x20 || first == 0x09 { digits = digits.dropFirst() }
         while let last = digits.last, last == 0x20 || last == 0x09 { digits = digits.dropLast() }
         return (1...18).contains(digits.count) && digits.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
@@ -208,28 +211,57 @@ public enum HeaderLines {
         return fields
     }
 
-    /// Whether `bytes` spell `name`, ASCII letters in either case, given equal lengths. (A loop
-    /// over the name's UTF-8: `zip` cost about a thousand instructions per Content-Length.)
-    private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ name: String) -> Bool {
+    /// Whether `bytes` spell `name`, ASCII letters in either case. (On both buffers: iterating a
+    /// String's UTF-8 view costs tens of instructions per byte.)
+    private static func equalIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == name.count else { return false }
         var i = 0
-        for c in name.utf8 {
-            guard i < bytes.count, bytes[i] | 0x20 == c | 0x20 else { return false }
+        while i < bytes.count {
+            guard bytes[i] | 0x20 == name[i] | 0x20 else { return false }
             i += 1
         }
-        return i == bytes.count
+        return true
     }
 
     /// The first value of a header (name compared case-insensitively), for internal decisions.
     public static func value(named name: String, in bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        var found: String?
-        forEachField(bytes) { start, colon, value, end in
-            let stored = UnsafeBufferPointer(rebasing: bytes[start..<colon])
-            if stored.count == name.utf8.count, equalIgnoringCase(stored, name) {
-                found = String(decoding: UnsafeBufferPointer(rebasing: bytes[value..<end]), as: UTF8.self)
-                return false
+        valueBytes(named: name, in: bytes).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `valueBytes(named:in:)` of one header line as libcurl hands it over ("Name: value\r\n"),
+    /// without the walk over every line: the value when the line's field is `name`, blanks around
+    /// it left out. (Bytes after a first newline that is not the last byte: the walk.)
+    public static func valueBytes(ofLine line: UnsafeBufferPointer<UInt8>, named name: StaticString) -> UnsafeBufferPointer<UInt8>? {
+        // libcurl's lines end with their only newline: the last byte.
+        var end = line.count
+        if end > 0, line[end - 1] == 0x0A { end -= 1 }
+        var i = 0
+        while i < end, line[i] != 0x0A { i += 1 }
+        guard i == end else { return valueBytes(named: name.description, in: line) }
+        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        let length = name.utf8CodeUnitCount
+        // The name ends at the first colon, so the line's first colon must follow the name's bytes.
+        guard length < end, line[length] == 0x3A,
+              equalIgnoringCase(UnsafeBufferPointer(rebasing: line[..<length]),
+                                UnsafeBufferPointer(start: name.utf8Start, count: length)) else { return nil }
+        var value = length + 1
+        while value < end, line[value] == 0x20 || line[value] == 0x09 { value += 1 }
+        return UnsafeBufferPointer(rebasing: line[value..<end])
+    }
+
+    /// The bytes of `value(named:in:)`, without making a String.
+    public static func valueBytes(named name: String, in bytes: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8>? {
+        var name = name
+        return name.withUTF8 { name in
+            var found: UnsafeBufferPointer<UInt8>?
+            forEachField(bytes) { start, colon, value, end in
+                if equalIgnoringCase(UnsafeBufferPointer(rebasing: bytes[start..<colon]), name) {
+                    found = UnsafeBufferPointer(rebasing: bytes[value..<end])
+                    return false
+                }
+                return true
             }
-            return true
+            return found
         }
-        return found
     }
 }

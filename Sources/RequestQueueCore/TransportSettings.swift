@@ -4,41 +4,57 @@
 /// equal libcurl options, so that a reused easy handle keeps them only when they are the same.
 public struct TransportSettings: Equatable, Sendable {
     /// Send Accept-Encoding with every encoding libcurl supports and decode the body (default on).
-    public var decodeContent: Bool?
+    public var decodeContent: Bool? { didSet { pristine.value = false } }
     /// The User-Agent header; empty sends none. Unset: the library's own.
-    public var userAgent: [UInt8]?
+    public var userAgent: [UInt8]? { didSet { pristine.value = false } }
     /// A proxy URL (http, https, socks4, socks4a, socks5, socks5h); empty: no proxy at all, not
     /// even from the environment. Unset: libcurl's environment variables.
-    public var proxy: [UInt8]?
-    public var noProxy: [UInt8]?
+    public var proxy: [UInt8]? { didSet { pristine.value = false } }
+    public var noProxy: [UInt8]? { didSet { pristine.value = false } }
     /// CA certificates for an https proxy's certificate.
-    public var proxyCAFile: [UInt8]?
-    public var clientCertificate: [UInt8]?
-    public var clientKey: [UInt8]?
-    public var keyPassword: [UInt8]?
-    public var pinnedPublicKey: [UInt8]?
-    public var caDirectory: [UInt8]?
-    public var tlsMinVersion: TLSVersion?
+    public var proxyCAFile: [UInt8]? { didSet { pristine.value = false } }
+    public var clientCertificate: [UInt8]? { didSet { pristine.value = false } }
+    public var clientKey: [UInt8]? { didSet { pristine.value = false } }
+    public var keyPassword: [UInt8]? { didSet { pristine.value = false } }
+    public var pinnedPublicKey: [UInt8]? { didSet { pristine.value = false } }
+    public var caDirectory: [UInt8]? { didSet { pristine.value = false } }
+    public var tlsMinVersion: TLSVersion? { didSet { pristine.value = false } }
     /// false turns certificate and host name verification off (unsafe).
-    public var verifyTLS: Bool?
-    public var unixSocket: [UInt8]?
+    public var verifyTLS: Bool? { didSet { pristine.value = false } }
+    public var unixSocket: [UInt8]? { didSet { pristine.value = false } }
     /// host:port:address entries, in the order given.
-    public var resolve: [[UInt8]]?
-    public var interface: [UInt8]?
-    public var ipVersion: IPVersion?
+    public var resolve: [[UInt8]]? { didSet { pristine.value = false } }
+    public var interface: [UInt8]? { didSet { pristine.value = false } }
+    public var ipVersion: IPVersion? { didSet { pristine.value = false } }
     /// Seconds of idleness before TCP keep-alive probes; 0 turns keep-alive off.
-    public var tcpKeepAlive: Int?
+    public var tcpKeepAlive: Int? { didSet { pristine.value = false } }
     /// Bytes per second; 0 is no limit.
-    public var maxReceiveSpeed: Int64?
-    public var maxSendSpeed: Int64?
-    public var httpVersion: HTTPVersion?
+    public var maxReceiveSpeed: Int64? { didSet { pristine.value = false } }
+    public var maxSendSpeed: Int64? { didSet { pristine.value = false } }
+    public var httpVersion: HTTPVersion? { didSet { pristine.value = false } }
     /// Use the queue's cookie jar.
-    public var cookies: Bool?
+    public var cookies: Bool? { didSet { pristine.value = false } }
+
+    /// Whether no setting was ever assigned (every one is nil still): each assignment clears it.
+    private var pristine = Pristine()
+
+    /// A flag that equality ignores: settings are equal by their values alone.
+    private struct Pristine: Equatable, Sendable {
+        var value = true
+        static func == (_: Pristine, _: Pristine) -> Bool { true }
+    }
 
     public init() {}
 
+    /// `==`, without looking at each setting when neither was ever assigned (most requests'):
+    /// compared for every attempt.
+    public func equals(_ other: TransportSettings) -> Bool {
+        (pristine.value && other.pristine.value) || self == other
+    }
+
     /// These settings, with every unset one taken from `defaults`.
     public func inheriting(_ d: TransportSettings) -> TransportSettings {
+        if d.pristine.value { return self }
         var s = self
         s.decodeContent = decodeContent ?? d.decodeContent
         s.userAgent = userAgent ?? d.userAgent

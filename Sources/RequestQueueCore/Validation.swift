@@ -58,6 +58,11 @@ public struct ValidatedURL: Equatable, Sendable {
     public let port: Int
     /// scheme://host:port, the unit of per-host limits.
     public var origin: String { "\(scheme)://\(host):\(port)" }
+
+    /// The same parts for another spelling of the URL with the same scheme and authority.
+    public func with(string: String) -> ValidatedURL {
+        ValidatedURL(string: string, scheme: scheme, host: host, port: port)
+    }
 }
 
 public enum Validation {
@@ -74,9 +79,20 @@ public enum Validation {
     public static func urlSyntax<Bytes: Collection>(_ b: Bytes) throws(InputError) -> Bool where Bytes.Element == UInt8 {
         guard !b.isEmpty else { throw .url("the URL is empty") }
         guard b.count <= maxURLLength else { throw .url("the URL is \(b.count) bytes long, more than the \(maxURLLength) allowed") }
-        for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
-            let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
-            throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
+        // One pass over contiguous bytes finds nothing to report in almost every URL.
+        let printable = b.withContiguousStorageIfAvailable { bytes -> Bool in
+            var i = 0
+            while i < bytes.count {
+                guard bytes[i] > 0x20, bytes[i] < 0x7F else { return false }
+                i += 1
+            }
+            return true
+        }
+        if printable != true {
+            for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
+                let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
+                throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
+            }
         }
         var schemeLength = 0
         var isHTTP = true, isHTTPS = true
@@ -88,8 +104,8 @@ public enum Validation {
                            + "the URL must be absolute, starting with http:// or https://")
             }
             let lower = c | 0x20
-            isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetters[schemeLength]
-            isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetters[schemeLength]
+            isHTTP = isHTTP && schemeLength < 4 && lower == httpsLetter(schemeLength)
+            isHTTPS = isHTTPS && schemeLength < 5 && lower == httpsLetter(schemeLength)
             schemeLength += 1
             index = b.index(after: index)
         }
@@ -99,10 +115,11 @@ public enum Validation {
         }
         let https = isHTTPS && schemeLength == 5
         let known = https || (isHTTP && schemeLength == 4)
-        // After the ":": "//", then a first authority byte that is not "/".
+        // After the ":": "//", then a first authority byte that is not "/". (The messages are
+        // made only for a refused URL.)
         var rest = b[b.index(after: index)...].makeIterator()
-        let scheme = String(decoding: b.prefix(schemeLength), as: UTF8.self)
-        let unsupported = InputError(.unsupportedScheme, "the scheme is \"\(scheme)\": only http and https are supported")
+        var scheme: String { String(decoding: b.prefix(schemeLength), as: UTF8.self) }
+        var unsupported: InputError { InputError(.unsupportedScheme, "the scheme is \"\(scheme)\": only http and https are supported") }
         guard rest.next() == UInt8(ascii: "/"), rest.next() == UInt8(ascii: "/") else {
             throw known ? .url("\"//\" must follow \"\(scheme):\" (an absolute URL: \(scheme)://host/path)") : unsupported
         }
@@ -111,6 +128,17 @@ public enum Validation {
             throw .url("the URL has no host after \"\(scheme)://\"")
         }
         return https
+    }
+
+    /// Where the "scheme://authority" of a URL accepted by `urlSyntax` ends: the offset of the first
+    /// "/", "?" or "#" after the "//", or the URL's length. libcurl reads the host and port from
+    /// the bytes before it (lib/urlapi.c, HOSTNAME_END).
+    public static func authorityEnd(_ b: UnsafeBufferPointer<UInt8>) -> Int {
+        var i = 0
+        while i < b.count, b[i] != UInt8(ascii: ":") { i += 1 }
+        i += 3
+        while i < b.count, b[i] != UInt8(ascii: "/"), b[i] != UInt8(ascii: "?"), b[i] != UInt8(ascii: "#") { i += 1 }
+        return min(i, b.count)
     }
 
     /// Assembles an accepted URL from libcurl's parts of it: `https` from `urlSyntax` (which reads
@@ -143,7 +171,16 @@ public enum Validation {
         return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
     }
 
-    private static let httpsLetters: [UInt8] = Array("https".utf8)
+    /// The letter of "https" at `index` (0 past its end).
+    private static func httpsLetter(_ index: Int) -> UInt8 {
+        switch index {
+        case 0: UInt8(ascii: "h")
+        case 1, 2: UInt8(ascii: "t")
+        case 3: UInt8(ascii: "p")
+        case 4: UInt8(ascii: "s")
+        default: 0
+        }
+    }
 
     private static func isUpper(_ c: UInt8) -> Bool { c >= 0x41 && c <= 0x5A }
 

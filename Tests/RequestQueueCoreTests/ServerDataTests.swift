@@ -65,6 +65,10 @@ import Testing
         for bad in ["", " ", "-5", "+5", "99999999999999999999999", "1234567890123456789", "1 2", "0x10", "5, 5", "1e3",
                     "\u{663}", "5\u{301}", "\u{FF15}", "5\r"] {
             #expect(!ServerData.isValidContentLength(bad), "\(bad)")
+            #expect(!ServerData.isValidContentLength(bytes: Array(bad.utf8)), "\(bad)")
+        }
+        for good in ["0", " 123 ", "999999999999999999", "\t7 \t"] {
+            #expect(ServerData.isValidContentLength(bytes: Array(good.utf8)), "\(good)")
         }
     }
 
@@ -129,6 +133,22 @@ import Testing
         #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: "x", in: $0) } == "y")
         for other in ["Content-Rang", "Content-Ranges", "Content_Range", ""] {
             #expect(lines.withUnsafeBufferPointer { HeaderLines.value(named: other, in: $0) } == nil, "\(other)")
+        }
+    }
+
+    /// The one-line lookup of the header callback finds what the walk over lines finds.
+    @Test func oneLineLookupIsTheWalk() {
+        let lines = ["Content-Length: 12\r\n", "content-length:12", "CONTENT-LENGTH: \t 7 \t\r\n", "Content-Length:\r\n",
+                     "Content-Length:", "Content-Length", "Content-Length : 5\r\n", "Content-Lengths: 5\r\n",
+                     "Content:Length: 5\r\n", "Content\rLength: 5\r\n", "Content-Length: 5\r\nX: y\r\n",
+                     "Content-Length: 5\nContent-Length: 6\n", "X: 1\nContent-Length: 6\n", "\nContent-Length: 6",
+                     "Content-Length: a:b\r\n", "Content-Length:\u{FF}\r\n", "", "\r\n", ":", "Content-Length: 5\r"]
+        for text in lines {
+            Array(text.utf8).withUnsafeBufferPointer { line in
+                let walk = HeaderLines.valueBytes(named: "Content-Length", in: line).map(Array.init)
+                let one = HeaderLines.valueBytes(ofLine: line, named: "Content-Length").map(Array.init)
+                #expect(one == walk, "\(text.debugDescription)")
+            }
         }
     }
 }

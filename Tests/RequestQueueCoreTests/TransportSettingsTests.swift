@@ -53,5 +53,32 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
         #expect(merged.cookies == false)
         #expect(TransportSettings().inheriting(TransportSettings()) == TransportSettings())
         #expect(merged != own)
+        #expect(own.inheriting(TransportSettings()) == own)
+    }
+
+    /// `equals` is `==`: settings never assigned are equal without a look at each one, and any
+    /// assignment (even of nil) makes the comparison look at the values.
+    @Test func equalsIsEquality() {
+        var a = TransportSettings(), b = TransportSettings()
+        #expect(a.equals(b))
+        a.proxy = nil
+        #expect(a.equals(b) && b.equals(a) && a == b)
+        a.proxy = []
+        #expect(!a.equals(b) && !b.equals(a) && a != b)
+        b.proxy = []
+        #expect(a.equals(b))
+        a.maxSendSpeed = 5
+        #expect(!a.equals(b))
+        var c = TransportSettings()
+        c.maxSendSpeed = 5
+        #expect(!c.equals(TransportSettings()) && !TransportSettings().equals(c))
+        // Each setting, assigned through a key path as the C boundary does, counts.
+        var d = TransportSettings()
+        d[keyPath: \TransportSettings.userAgent] = [0x61]
+        #expect(!d.equals(TransportSettings()) && !TransportSettings().equals(d))
+        var e = TransportSettings()
+        e.decodeContent = false
+        #expect(!e.equals(TransportSettings()))
+        #expect(TransportSettings().inheriting(e).equals(e))
     }
 }

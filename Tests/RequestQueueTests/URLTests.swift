@@ -103,6 +103,37 @@ private let longPath = String(repeating: "a", count: Validation.maxURLLength - "
         #expect(u.host == c.host)
         #expect(u.port == c.port)
         #expect(u.origin == "\(c.scheme)://\(c.host):\(c.port)")
+        // Again with another fragment: the thread's last authority, not parsed by libcurl again.
+        let again = c.input.utf8.count < 60000 ? c.input + "#again" : c.input
+        #expect(try parse(again) == ValidatedURL.with(u)(string: again))
+    }
+
+    /// A URL with the scheme and authority of the thread's last accepted URL is not parsed by
+    /// libcurl again (`LastURL`), and gets the parts a parse gives it; any other authority is
+    /// parsed, and what follows the authority is still checked.
+    @Test func theThreadsLastAuthorityIsNotParsedAgain() throws {
+        let authority = "hTTp://User:pw@Cache-Test.example:8081"
+        _ = try parse(authority + "/a")
+        let parses = try #require(LastURL.current).parses
+        for tail in ["", "/", "/b/c?d#e", "?x=1", "#f", "/..", "/" + String(longPath.prefix(100)), "/@evil:1/?#"] {
+            let u = try parse(authority + tail)
+            #expect(u.string == authority + tail)
+            #expect(u.scheme == "http")
+            #expect(u.host == "cache-test.example")
+            #expect(u.port == 8081)
+        }
+        #expect(LastURL.current?.parses == parses)
+        // Refused tails are refused still.
+        #expect(urlError(authority + "/a b") == .invalidURL)
+        #expect(urlError(bytes(authority + "/") + [0x7F]) == .invalidURL)
+        #expect(urlError(bytes(authority + "?") + [0xC3, 0xA9]) == .invalidURL)
+        #expect(urlError(authority + "/" + longPath) == .invalidURL)
+        // An authority that starts with the same bytes is another one.
+        #expect(urlError(authority + "0/") == .invalidURL) // port 80810
+        #expect(try parse(authority.dropLast() + "/").port == 808)
+        #expect(try parse(authority.dropLast(5) + "/").port == 80)
+        #expect(try parse("https" + authority.dropFirst(4)).scheme == "https")
+        #expect(LastURL.current?.parses == parses + 3)
     }
 
     @Test func exactlyTheMaximumLengthIsAccepted() throws {

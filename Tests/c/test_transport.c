@@ -109,33 +109,36 @@ static void expect_text(const result *r, const char *what) {
           "%s: %zu bytes, not the %zu of the text (starts %.20s)", what, r->size, size, (const char *)r->body);
 }
 
-/* The head of a GET to `path` as the library sends it, with the caller's Accept-Encoding header
- * if given: read from a listener that never answers, after the request's timeout ended it. */
-static void sent_head(rq_queue *q, const char *accept_encoding, char *head, size_t size) {
-    int listener = socket(AF_INET, SOCK_STREAM, 0), client;
+/* A listener on 127.0.0.1 that accepts connections and never answers; its port in `port`. */
+static int silent_listener(int *port) {
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in address;
     socklen_t length = sizeof address;
-    char base[64];
-    size_t n = 0;
-    ssize_t got;
-    rq_request *r;
-    result res;
     memset(&address, 0, sizeof address);
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(listener >= 0 && bind(listener, (struct sockaddr *)&address, sizeof address) == 0 &&
               listen(listener, 8) == 0 && getsockname(listener, (struct sockaddr *)&address, &length) == 0,
           "capturing listener: %s", strerror(errno));
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(address.sin_port));
-    r = req(base, "/head");
-    if (accept_encoding)
-        CHECK_OK(rq_request_set_header(r, "Accept-Encoding", accept_encoding));
+    *port = ntohs(address.sin_port);
+    return listener;
+}
+
+/* Runs `r` (whose server or proxy is `listener`) until its timeout of 0.5 s ends it, then reads
+ * the head the listener received (the request's, or the CONNECT request's through a proxy) and
+ * closes the listener. */
+static void captured_head(rq_queue *q, rq_request *r, int listener, char *head, size_t size) {
+    int client;
+    size_t n = 0;
+    ssize_t got;
+    result res;
     CHECK_OK(rq_request_set_timeout(r, 0.5));
     res = run(q, r);
     CHECK(res.outcome == RQ_OUTCOME_TIMEOUT, "capturing listener: outcome %d (%s)", res.outcome, res.message);
     result_free(&res);
     client = accept(listener, NULL, NULL);
     CHECK(client >= 0, "capturing listener: accept: %s", strerror(errno));
+    head[0] = 0;
     while (n + 1 < size && (got = recv(client, head + n, size - 1 - n, 0)) > 0) {
         n += (size_t)got;
         head[n] = 0;
@@ -145,6 +148,42 @@ static void sent_head(rq_queue *q, const char *accept_encoding, char *head, size
     head[n] = 0;
     close(client);
     close(listener);
+}
+
+/* The head of a GET to `path` as the library sends it, with the caller's Accept-Encoding header
+ * if given: read from a listener that never answers, after the request's timeout ended it. */
+static void sent_head(rq_queue *q, const char *accept_encoding, char *head, size_t size) {
+    int port, listener = silent_listener(&port);
+    char base[64];
+    rq_request *r;
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    r = req(base, "/head");
+    if (accept_encoding)
+        CHECK_OK(rq_request_set_header(r, "Accept-Encoding", accept_encoding));
+    captured_head(q, r, listener, head, size);
+}
+
+/* The head that a proxy receives for a request to `target` (https: a CONNECT request; http: the
+ * request itself), the proxy a listener that never answers, given as the request's
+ * RQ_OPTION_PROXY, or else in the environment variable `variable`. `agent` (if not NULL) is the
+ * request's RQ_OPTION_USER_AGENT, `header` (if not NULL) its User-Agent header. */
+static void proxy_head(rq_queue *q, const char *target, const char *variable, const char *agent, const char *header,
+                       char *head, size_t size) {
+    int port, listener = silent_listener(&port);
+    char proxy[64];
+    rq_request *r = req(target, "/ua");
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", port);
+    if (variable)
+        setenv(variable, proxy, 1); /* while no transfer runs: libcurl reads it when one starts */
+    else
+        CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_PROXY, proxy));
+    if (agent)
+        CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, agent));
+    if (header)
+        CHECK_OK(rq_request_set_header(r, "User-Agent", header));
+    captured_head(q, r, listener, head, size);
+    if (variable)
+        unsetenv(variable);
 }
 
 /* The number of `name` lines in a request head (any case), and the value of the last one. */
@@ -264,6 +303,61 @@ static void section_agent(void) {
     CHECK(strcmp((char *)res.body, "header-agent/4") == 0, "User-Agent header \"%s\"", (char *)res.body);
     result_free(&res);
     CHECK_OK(rq_queue_free(q));
+
+    /* One User-Agent line, as heads show it: to the server, through a plain proxy (the request to
+     * the proxy), and in the CONNECT request of a tunnel, with the proxy set or taken from the
+     * environment (http_proxy, HTTPS_PROXY, ALL_PROXY). The CONNECT request never carries the
+     * request's header lines: it has the library's agent even when a header sets the server's. */
+    {
+        const char *tls = env("RQ_TX_TLS");
+        char head[4096], value[256];
+        const struct {
+            const char *target, *variable, *agent, *header, *method, *sent;
+        } cases[] = {
+            {base, NULL, NULL, NULL, "GET http://", expected},
+            {tls, NULL, NULL, NULL, "CONNECT ", expected},
+            {base, "http_proxy", NULL, NULL, "GET http://", expected},
+            {tls, "HTTPS_PROXY", NULL, NULL, "CONNECT ", expected},
+            {tls, "ALL_PROXY", NULL, NULL, "CONNECT ", expected},
+            {base, "ALL_PROXY", NULL, NULL, "GET http://", expected},
+            {tls, NULL, "proxy-agent/5", NULL, "CONNECT ", "proxy-agent/5"},
+            {base, NULL, "proxy-agent/6", NULL, "GET http://", "proxy-agent/6"},
+            {tls, NULL, NULL, "header-agent/7", "CONNECT ", expected},
+            {base, NULL, NULL, "header-agent/8", "GET http://", "header-agent/8"},
+            {tls, "https_proxy", "", NULL, "CONNECT ", NULL},
+            {base, NULL, "", NULL, "GET http://", NULL},
+        };
+        q = new_queue();
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            int lines;
+            proxy_head(q, cases[i].target, cases[i].variable, cases[i].agent, cases[i].header, head, sizeof head);
+            lines = header_lines(head, "User-Agent", value, sizeof value);
+            CHECK(strncmp(head, cases[i].method, strlen(cases[i].method)) == 0, "proxy case %zu: head:\n%s", i, head);
+            if (cases[i].sent)
+                CHECK(lines == 1 && strncmp(value, cases[i].sent, strlen(cases[i].sent)) == 0,
+                      "proxy case %zu: %d User-Agent lines, last \"%s\":\n%s", i, lines, value, head);
+            else
+                CHECK(lines == 0, "proxy case %zu: %d User-Agent lines:\n%s", i, lines, head);
+        }
+        /* Directly: the default, a blank agent (sent as set, from libcurl's option), none. */
+        sent_head(q, NULL, head, sizeof head);
+        {
+            int lines = header_lines(head, "User-Agent", value, sizeof value);
+            CHECK(lines == 1 && strncmp(value, expected, strlen(expected)) == 0, "%d User-Agent lines, last \"%s\":\n%s",
+                  lines, value, head);
+            CHECK(strstr(head, "\r\nUser-Agent: librequestqueue/") != NULL, "User-Agent spelling:\n%s", head);
+        }
+        {
+            int port, listener = silent_listener(&port);
+            char blank_base[64];
+            snprintf(blank_base, sizeof blank_base, "http://127.0.0.1:%d", port);
+            r = req(blank_base, "/blank");
+            CHECK_OK(rq_request_set_option_string(r, RQ_OPTION_USER_AGENT, "  "));
+            captured_head(q, r, listener, head, sizeof head);
+            CHECK(strstr(head, "\r\nUser-Agent:   \r\n") != NULL, "blank User-Agent:\n%s", head);
+        }
+        CHECK_OK(rq_queue_free(q));
+    }
 }
 
 static void section_defaults(void) {

@@ -40,7 +40,7 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     case 2:
         if let start = ServerData.contentRangeStart(text) { check(start >= 0) }
     case 3:
-        _ = ServerData.isValidContentLength(text)
+        check(ServerData.isValidContentLength(text) == ServerData.isValidContentLength(bytes: Array(text.utf8)))
         if let coding = ServerData.unrequestedTransferCoding(text) { check(coding != "chunked" && coding.count <= 64) }
         _ = ServerData.isFramingError(text)
         _ = ServerData.isNotHTTPError(text)
@@ -50,6 +50,12 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         let fields = bytes.withUnsafeMutableBufferPointer { HeaderLines.cut($0) }
         for field in fields { check(field.name >= 0 && field.name < bytes.count && field.value < bytes.count) }
         _ = Array(input).withUnsafeBufferPointer { HeaderLines.value(named: "Content-Range", in: $0) }
+        Array(input).withUnsafeBufferPointer { lines in
+            let bytes = HeaderLines.valueBytes(named: "Content-Length", in: lines)
+            check(bytes.map { String(decoding: $0, as: UTF8.self) } == HeaderLines.value(named: "Content-Length", in: lines))
+            check(HeaderLines.valueBytes(ofLine: lines, named: "Content-Length").map(Array.init) == bytes.map(Array.init))
+            if let bytes { _ = ServerData.isValidContentLength(bytes: bytes) }
+        }
         _ = Array(input).withUnsafeBufferPointer { HeaderLines.value(named: "", in: $0) }
     case 5:
         // The header budget fed with line lengths from the input.
