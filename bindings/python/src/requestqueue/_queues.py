@@ -36,6 +36,8 @@ __all__ = ["Queue"]
 
 _DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
 _new_ref = weakref.ref
+# The options of add(url, ...) that Request._plain takes.
+_PLAIN_OPTIONS = frozenset(("method", "on_complete"))
 
 
 def _check_fetchable(request: Union[Request, str], kwargs: RequestOptions) -> None:
@@ -299,6 +301,8 @@ class _QueueBase:
             if kwargs:
                 raise TypeError("keyword arguments are for a URL, not for a Request")
             req = request
+        elif kwargs.keys() <= _PLAIN_OPTIONS:
+            req = Request._plain(request, kwargs)
         else:
             req = Request(request, **kwargs)
         if _releases:

@@ -18,6 +18,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    Mapping,
     Optional,
     Tuple,
     Union,
@@ -55,7 +56,7 @@ from ._errors import (
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
 from ._response import _completed_response, _copy_response
-from ._runtime import _drain, _release_later, _releases
+from ._runtime import _drain, _owned, _releases
 from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
 
 if TYPE_CHECKING:
@@ -158,7 +159,6 @@ class Request:
     """
 
     # Instance attributes whose initial value is shared: each request sets its own when it changes.
-    _owner = 0  # the pid of the process whose library owns _handle (0: no handle yet)
     _queue: Optional["_QueueBase"] = None
     _response: Optional[Response] = None
     _error: Optional[BaseException] = None
@@ -254,34 +254,12 @@ class Request:
         on_auth: Optional[AuthCallback] = None,
         on_body: Optional[BodyCallback] = None,
     ) -> None:
-        if not isinstance(url, str):
-            raise TypeError(f"url must be str, not {type(url).__name__}")
-        if _releases:
-            _drain()
-        if params is not None:
-            url = _encoding.with_params(url, params)
-        out = _newp(_REQUEST_OUT)
-        # (_cstring only to raise its error: the URL is a str.)
-        code = lib.rq_request_new(url.encode("utf-8") if "\0" not in url
-                                  else _cstring(url, "url", InvalidURLError), out)
-        if code:
-            raise_result(code, f"invalid URL {url!r}")
-        self._handle = out[0]
-        self._owner = _runtime._pid
-        # Each callback given is kept here; the others stay the class's None (likewise below for
-        # stream, headers, body, tag and output_file: only what is given is set).
-        self._on_complete = on_complete
+        self._begin(url, params, method, on_complete)
         if stream:
             self._stream = True
             self._chunks: Deque[Any] = collections.deque()
             self._chunk_waiters: List["asyncio.Future[None]"] = []
             self._head_waiters: List["asyncio.Future[None]"] = []
-
-        self.url = url
-        self.method = method
-        if method != "GET":
-            self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),
-                       what=f"invalid method {method!r}")
 
         if (body is not None) + (json is not None) + (data is not None or files is not None) > 1:
             raise TypeError("give one of body, json and data/files, not several")
@@ -378,15 +356,22 @@ class Request:
                        what=f"max_response_size={max_response_size!r}")
         if ca_file is not None:
             self._call(lib.rq_request_set_ca_file, _path(ca_file, "ca_file"), what="ca_file")
-        _transport.apply_transport(self._handle, {
-            "decode_content": decode_content, "user_agent": user_agent, "proxy": proxy, "no_proxy": no_proxy,
-            "proxy_ca_file": proxy_ca_file,
-            "client_cert": client_cert, "client_key": client_key, "key_password": key_password,
-            "pinned_public_key": pinned_public_key, "ca_dir": ca_dir, "tls_min_version": tls_min_version,
-            "unsafe_no_tls_verify": unsafe_no_tls_verify, "unix_socket": unix_socket, "resolve": resolve,
-            "interface": interface, "ip_version": ip_version, "tcp_keepalive": tcp_keepalive,
-            "max_recv_speed": max_recv_speed, "max_send_speed": max_send_speed, "http_version": http_version,
-            "cookies": cookies})
+        if decode_content is not None or user_agent is not None or proxy is not None or no_proxy is not None \
+                or proxy_ca_file is not None or client_cert is not None or client_key is not None \
+                or key_password is not None or pinned_public_key is not None or ca_dir is not None \
+                or tls_min_version is not None or unsafe_no_tls_verify is not None or unix_socket is not None \
+                or resolve is not None or interface is not None or ip_version is not None \
+                or tcp_keepalive is not None or max_recv_speed is not None or max_send_speed is not None \
+                or http_version is not None or cookies is not None:
+            _transport.apply_transport(self._handle, {
+                "decode_content": decode_content, "user_agent": user_agent, "proxy": proxy, "no_proxy": no_proxy,
+                "proxy_ca_file": proxy_ca_file,
+                "client_cert": client_cert, "client_key": client_key, "key_password": key_password,
+                "pinned_public_key": pinned_public_key, "ca_dir": ca_dir, "tls_min_version": tls_min_version,
+                "unsafe_no_tls_verify": unsafe_no_tls_verify, "unix_socket": unix_socket, "resolve": resolve,
+                "interface": interface, "ip_version": ip_version, "tcp_keepalive": tcp_keepalive,
+                "max_recv_speed": max_recv_speed, "max_send_speed": max_send_speed, "http_version": http_version,
+                "cookies": cookies})
 
         if (on_body is not None) + self._stream + (output_file is not None) > 1:
             sinks = [name for name, given in (("on_body", on_body is not None), ("stream=True", self._stream),
@@ -399,10 +384,7 @@ class Request:
                        what=f"output_file={output_file!r}")
             self.output_file = output_file
 
-        # The handle is the context of the callbacks (see _registry).
-        code = lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL)
-        if code:
-            raise_result(code, "completion")
+        self._set_completion()
         if on_upload_progress is not None:
             self._on_upload_progress = on_upload_progress
             self._call(lib.rq_request_set_upload_progress, _upload_cb, what="on_upload_progress")
@@ -418,15 +400,49 @@ class Request:
         if stream:
             self._call(lib.rq_request_set_head_callback, _head_cb, what="stream")
 
-    def __del__(self) -> None:
-        # Runs inside the garbage collector: only queues the caller's handle for _drain. Never in
-        # a forked child for a request of the parent, nor once the interpreter is exiting (as the
-        # interpreter goes away, the module's globals become None: _pid then no longer matches).
-        runtime = _runtime
-        if self._owner == getattr(runtime, "_pid", None) and not getattr(runtime, "_exiting", True):
-            _release_later(self._handle)
-
     # -- construction helpers ----------------------------------------------------------------------
+
+    @classmethod
+    def _plain(cls, url: str, options: Mapping[str, Any]) -> "Request":
+        """``Request(url, **options)`` for options among _PLAIN_OPTIONS only (what most requests
+        are given), without binding every keyword argument of __init__ (a third of its cost)."""
+        request = cls.__new__(cls)
+        request._begin(url, None, options.get("method", "GET"), options.get("on_complete"))
+        request._set_completion()
+        return request
+
+    def _begin(self, url: str, params: Optional[_encoding.ParamsInput], method: str,
+               on_complete: Optional[CompleteCallback]) -> None:
+        """The start of every request: its handle, URL, method and completion callback."""
+        if not isinstance(url, str):
+            raise TypeError(f"url must be str, not {type(url).__name__}")
+        if _releases:
+            _drain()
+        if params is not None:
+            url = _encoding.with_params(url, params)
+        out = _newp(_REQUEST_OUT)
+        # (_cstring only to raise its error: the URL is a str.)
+        code = lib.rq_request_new(url.encode("utf-8") if "\0" not in url
+                                  else _cstring(url, "url", InvalidURLError), out)
+        if code:
+            raise_result(code, f"invalid URL {url!r}")
+        # Released after the request is collected (see _owned).
+        self._handle = _owned(out[0])
+        # Each callback given is kept here; the others stay the class's None (likewise for stream,
+        # headers, body, tag and output_file: only what is given is set).
+        if on_complete is not None:
+            self._on_complete = on_complete
+        self.url = url
+        self.method = method
+        if method != "GET":
+            self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),
+                       what=f"invalid method {method!r}")
+
+    def _set_completion(self) -> None:
+        # The handle is the context of the callbacks (see _registry).
+        code = lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL)
+        if code:
+            raise_result(code, "completion")
 
     def _call(self, function: Callable[..., int], *args: Any, what: str) -> None:
         check(function(self._handle, *args), what)

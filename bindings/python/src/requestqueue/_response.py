@@ -5,13 +5,12 @@ body), or, for a completion, copied in part and retained, its other fields read 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any, Callable, Dict, Optional
 
 from . import _runtime, _types
 from ._convert import _decode
 from ._native import ffi, lib
-from ._runtime import _lazy_lock, _release_later, _retained
+from ._runtime import _gcp, _lazy_lock, _owned
 from ._types import Headers, Metrics, Outcome, Response, _built
 
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
@@ -88,7 +87,6 @@ _EAGER_BODY = 64 * 1024
 # The fields a completion leaves in the library until used, one name per read (the metrics bring
 # the attempts with them), and how they are made.
 _LAZY_PARTS = ("headers", "url", "message", "metrics")
-_new_ref = weakref.ref
 
 
 def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
@@ -127,9 +125,8 @@ def _completed_response(ptr: Any) -> Response:
     fields["http_version"] = lib.rq_response_http_version(ptr)
     if not outcome_code:
         fields["message"] = ""
-    fields["_retained"] = lib.rq_response_retain(ptr)
-    ref = _new_ref(response, _release_later)
-    _retained[id(ref)] = (ref, fields)
+    # Released after the Response is collected (see _owned), or once every field has been read.
+    fields["_retained"] = _owned(lib.rq_response_retain(ptr))
     return response
 
 
@@ -146,6 +143,7 @@ def _load_field(response: Response, name: str) -> Any:
             _read_part(ptr, fields, "metrics" if name == "attempts" else name)
             if "headers" in fields and "url" in fields and "message" in fields and "metrics" in fields:
                 del fields["_retained"]
+                _gcp(ptr, None)  # disowned: released here, now
                 _release(ptr)
     return fields[name]
 
