@@ -370,10 +370,11 @@ class _QueueBase:
         pass
 
     def _finished(self, request: Request) -> None:
-        with self._lock:
-            self._live.pop(request._handle, None)
-            idle = not self._live
-        if idle:
+        # (No lock: the pop is atomic, and an add() racing with it calls _became_busy afterwards
+        # either way.)
+        live = self._live
+        live.pop(request._handle, None)
+        if not live:
             self._became_idle()
 
     def _callback_error(self, request: Request, exc: BaseException) -> None:

@@ -74,6 +74,7 @@ BodyInput = Union[bytes, bytearray, memoryview, str, "IO[bytes]", Iterable[bytes
 _RESTART = object()  # in a stream buffer: the body started over (a retried attempt)
 _NULL = ffi.NULL
 _NORMAL = Priority.NORMAL
+_OK = Outcome.OK
 # ffi.new without its Python-level wrapper, for the out-parameter of every request's creation.
 _newp: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "newp", ffi.new)
 _REQUEST_OUT = ffi.typeof("rq_request **")
@@ -831,15 +832,15 @@ class Request:
             response = _completed_response(response_ptr)
         except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
             response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
-        error: Optional[BaseException] = None
+        # (The class's _error stays None for a success, and _challenges () unless one came.)
         if self._callback_error is not None:
-            error = self._callback_error
-        elif response.outcome != Outcome.OK:
-            error = OUTCOME_ERRORS.get(int(response.outcome), RequestError)(
+            self._error = self._callback_error
+        elif response.outcome is not _OK:
+            self._error = OUTCOME_ERRORS.get(int(response.outcome), RequestError)(
                 response.message or response.outcome.name.lower(), self, response)
-        self._error = error
         self._response = response
-        self._challenges = ()
+        if self._challenges:
+            self._challenges = ()
         if self._on_complete is not None and not _runtime._exiting:
             try:
                 self._on_complete(self)
