@@ -370,12 +370,17 @@ class _QueueBase:
         pass
 
     def _finished(self, request: Request) -> None:
+        if request._waiters:
+            self._wake_waiters(request)
         # (No lock: the pop is atomic, and an add() racing with it calls _became_busy afterwards
         # either way.)
         live = self._live
         live.pop(request._handle, None)
         if not live:
             self._became_idle()
+
+    def _wake_waiters(self, request: Request) -> None:
+        """Wakes the tasks awaiting a request that completed (AsyncQueue)."""
 
     def _callback_error(self, request: Request, exc: BaseException) -> None:
         with self._lock:

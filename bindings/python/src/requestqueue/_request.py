@@ -56,7 +56,7 @@ from ._errors import (
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
 from ._response import _completed_response, _copy_response
-from ._runtime import _drain, _owned, _releases
+from ._runtime import _drain, _gcp, _release_later, _releases
 from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
 
 if TYPE_CHECKING:
@@ -427,8 +427,8 @@ class Request:
                                   else _cstring(url, "url", InvalidURLError), out)
         if code:
             raise_result(code, f"invalid URL {url!r}")
-        # Released after the request is collected (see _owned).
-        self._handle = _owned(out[0])
+        # Released after the request is collected (_owned, inlined: see there).
+        self._handle = _gcp(out[0], _release_later)
         # Each callback given is kept here; the others stay the class's None (likewise for stream,
         # headers, body, tag and output_file: only what is given is set).
         if on_complete is not None:
