@@ -280,8 +280,9 @@ class _QueueBase:
             handles = [array[0][i] for i in range(count[0])]
         finally:
             lib.rq_snapshot_free(array[0])
-        with self._lock:
-            return [self._live[h] for h in handles if h in self._live]
+        live = self._live  # (a completion on another thread may remove a request meanwhile)
+        requests = [live.get(h) for h in handles]
+        return [r for r in requests if r is not None]
 
     def fileno(self) -> int:
         """A descriptor readable exactly while callbacks are pending (for select/poll)."""
