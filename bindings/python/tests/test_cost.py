@@ -36,6 +36,8 @@ class CallCounter:
 
 @pytest.fixture
 def counter(monkeypatch):
+    gc.collect()
+    runtime._drain()  # (what earlier tests left to release is not counted)
     real = native.lib
     counter = CallCounter(real)
     for name, module in list(sys.modules.items()):  # every module of the binding that calls the library
