@@ -212,13 +212,13 @@ class AsyncQueue(_QueueBase):
         # Its awaiters will receive the callback's exception: it is reported to them.
         if request._callback_error is not None:
             self._reported(request._callback_error)
-        for future in request._waiters:
+        waiters, request._waiters = request._waiters, ()
+        for future in waiters:
             if not future.done():
                 try:
                     future.set_result(None)
                 except RuntimeError:  # its loop is closed (interpreter exit)
                     pass
-        request._waiters.clear()
 
     def _close(self, at_exit: bool = False) -> None:
         if self._closed:
