@@ -406,7 +406,8 @@ class Request:
     @classmethod
     def _plain(cls, url: str, options: Mapping[str, Any]) -> "Request":
         """``Request(url, **options)`` for options among _PLAIN_OPTIONS only (what most requests
-        are given), without binding every keyword argument of __init__ (a third of its cost)."""
+        are given; see _queues._PLAIN_OPTIONS), without binding and testing every keyword argument
+        of __init__: about 23k instructions per request saved (callgrind, Python 3.11)."""
         request = cls.__new__(cls)
         request._begin(url, None, options.get("method", "GET"), options.get("on_complete"))
         request._set_completion()

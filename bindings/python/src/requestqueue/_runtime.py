@@ -92,7 +92,7 @@ _exiting = False
 _releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
 # ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
-# `pointer` that queues `pointer` in _releases when it is garbage; _owned(that, None) disowns it.
+# `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
 _gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
 _typeof: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "typeof", ffi.typeof)
 _RESPONSE_TYPE = ffi.typeof("rq_response *")
