@@ -129,7 +129,7 @@ def load(environ: Mapping[str, str] = os.environ,
 class _Functions:
     """The library's functions and constants as plain attributes. (cffi's library object finds
     them through a __getattr__ hook, which makes every ``lib.rq_...`` read several times slower:
-    the binding reads about ten per request.)"""
+    the binding makes seven calls per request.)"""
 
 
 def _resolved(library: Any) -> Any:
