@@ -99,3 +99,45 @@ def test_reading_every_field_adds_the_calls_of_those_fields_only(server, counter
     assert set(read) == {"rq_response_url", "rq_response_header_count", "rq_response_header_at",
                          "rq_response_metrics", "rq_response_release"}
     assert read["rq_response_release"] == 1 and read["rq_response_metrics"] == 1
+
+
+# add(url, **options) builds the request without Request.__init__ when every option is one of these
+# (Request._plain): it must do exactly what Request(url, **options) does, errors included.
+PLAIN_CASES = [
+    {"method": "POST"},
+    {"headers": {"X-A": "1", "X-B": None}},
+    {"headers": [("X-A", "1"), ("X-A", "2")], "timeout": 5},
+    {"connect_timeout": 3, "idle_timeout": 4.5, "header_timeout": 2, "retry_delay": 1},
+    {"priority": "high", "tag": "t"},
+    {"priority": rq.Priority.NORMAL, "on_complete": print},
+    {"headers": {"X-Bad\n": "v"}},
+    {"headers": {"X-A": "v\r\nX-B: w"}},
+    {"headers": 5},
+    {"timeout": "soon"},
+    {"timeout": -1},
+    {"priority": "urgent"},
+    {"priority": 7},
+    {"tag": 5},
+    {"tag": "a\0b"},
+    {"method": "NOT A METHOD"},
+]
+
+
+@pytest.mark.parametrize("options", PLAIN_CASES, ids=lambda o: ",".join(f"{k}={v!r}" for k, v in o.items()))
+def test_add_by_url_does_what_request_does(server, options):
+    assert options.keys() <= rq.Request._PLAIN_OPTIONS
+    url = server.url("/echo")
+
+    def outcome(make):
+        try:
+            request = make()
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return type(exc), str(exc)
+        return (request.method, request.headers, request.tag, request.priority, request.url,
+                request._on_complete)
+
+    with rq.Queue(suspended=True) as q:
+        by_url = outcome(lambda: q.add(url, **options))
+        by_request = outcome(lambda: q.add(rq.Request(url, **options)))
+        q.cancel_all()
+    assert by_url == by_request

@@ -36,8 +36,7 @@ __all__ = ["Queue"]
 
 _DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
 _new_ref = weakref.ref
-# The options of add(url, ...) that Request._plain takes.
-_PLAIN_OPTIONS = frozenset(("method", "on_complete"))
+_PLAIN_OPTIONS = Request._PLAIN_OPTIONS
 
 
 def _check_fetchable(request: Union[Request, str], kwargs: RequestOptions) -> None:
