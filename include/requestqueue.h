@@ -874,6 +874,34 @@ RQ_API const char *rq_response_error_message(const rq_response *response);
  *  cancelled while it waits for its retry delay counts only the attempts that started. */
 RQ_API unsigned rq_response_attempts(const rq_response *response);
 
+/** The figures of a response that a completion reads first, read in one call by
+ *  `rq_response_get_summary`: each field is what its own function returns. */
+typedef struct rq_response_summary {
+    /** Set by the caller to sizeof(rq_response_summary), so that later versions can add fields.
+     *  On return, the number of bytes written. */
+    size_t size;
+    /** `rq_response_outcome`. */
+    rq_outcome outcome;
+    /** `rq_response_status`: the HTTP status of the last response, 0 when none was received. */
+    int status;
+    /** `rq_response_http_version`: 10, 11, 20 or 30; 0 when no status line was received. */
+    int http_version;
+    /** `rq_response_attempts`. */
+    unsigned attempts;
+    /** `rq_response_body`: the body bytes (borrowed as the response's other buffers are; never
+     *  NULL) and their count. */
+    const uint8_t *body;
+    size_t body_size;
+} rq_response_summary;
+
+/** Writes the outcome, status, HTTP version, attempts and body of `response` into `*out_summary`,
+ *  one call instead of five: for bindings, where each call into the library has a cost of its own
+ *  (Python's cffi, Ruby's ffi). Set `out_summary->size` to sizeof(rq_response_summary) first: a
+ *  smaller size gets only the fields that fit; a size too small for the first field gives
+ *  RQ_ERR_INVALID_ARGUMENT. Errors: RQ_ERR_NULL_ARGUMENT (`response` or `out_summary` NULL),
+ *  RQ_ERR_INVALID_ARGUMENT. */
+RQ_API rq_result rq_response_get_summary(const rq_response *response, rq_response_summary *out_summary);
+
 /* ===================================================================================================
  * Authentication challenges
  * =================================================================================================== */

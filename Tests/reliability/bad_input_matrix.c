@@ -190,6 +190,42 @@ static void response_rows(void *context, rq_request *request, const rq_response 
     ROWV(rq_response_status, VALID, "a real response", "200", rq_response_status(response) == 200);
     ROWV(rq_response_attempts, VALID, "a real response", "1", rq_response_attempts(response) == 1);
     ROWV(rq_response_http_version, VALID, "a real HTTP/1.1 response", "11", rq_response_http_version(response) == 11);
+    {
+        rq_response_summary sum;
+        memset(&sum, 0x5a, sizeof sum);
+        ROW(rq_response_get_summary, NULL, "out_summary NULL", RQ_ERR_NULL_ARGUMENT, rq_response_get_summary(response, NULL));
+        sum.size = sizeof sum;
+        ROW(rq_response_get_summary, NULL, "response NULL", RQ_ERR_NULL_ARGUMENT, rq_response_get_summary(NULL, &sum));
+        sum.size = 0;
+        ROW(rq_response_get_summary, INVALID, "size 0", RQ_ERR_INVALID_ARGUMENT, rq_response_get_summary(response, &sum));
+        sum.size = sizeof(size_t);
+        ROW(rq_response_get_summary, INVALID, "size too small for the first field", RQ_ERR_INVALID_ARGUMENT,
+            rq_response_get_summary(response, &sum));
+        sum.size = SIZE_MAX;
+        ROWV(rq_response_get_summary, VALID, "size SIZE_MAX (not too small for the first field)", "RQ_OK, size set to sizeof",
+             rq_response_get_summary(response, &sum) == RQ_OK && sum.size == sizeof sum);
+        /* A caller built against a later header, with a larger struct. */
+        unsigned char larger[sizeof(rq_response_summary) + 64];
+        memset(larger, 0x77, sizeof larger);
+        size_t larger_size = sizeof larger;
+        memcpy(larger, &larger_size, sizeof larger_size);
+        ROWV(rq_response_get_summary, VALID, "size sizeof + 64 (a later version's caller)", "RQ_OK, size set to sizeof, no write past it",
+             rq_response_get_summary(response, (rq_response_summary *)(void *)larger) == RQ_OK &&
+                 memcmp(larger, &(size_t){sizeof sum}, sizeof(size_t)) == 0 && larger[sizeof sum] == 0x77);
+        /* A caller that knows only the fields up to status: the rest is not written. */
+        memset(&sum, 0x77, sizeof sum);
+        sum.size = offsetof(rq_response_summary, http_version);
+        ROWV(rq_response_get_summary, VALID, "size up to status", "RQ_OK, outcome and status written, http_version not",
+             rq_response_get_summary(response, &sum) == RQ_OK && sum.size == offsetof(rq_response_summary, http_version) &&
+                 sum.outcome == RQ_OUTCOME_OK && sum.status == 200 && sum.http_version == 0x77777777);
+        size_t body_size = 0;
+        const uint8_t *body = rq_response_body(response, &body_size);
+        sum.size = sizeof sum;
+        ROWV(rq_response_get_summary, VALID, "a real 16-byte HTTP/1.1 response", "every field as its own function gives it",
+             rq_response_get_summary(response, &sum) == RQ_OK && sum.size == sizeof sum && sum.outcome == RQ_OUTCOME_OK &&
+                 sum.status == 200 && sum.http_version == 11 && sum.attempts == 1 && sum.body == body &&
+                 sum.body_size == 16 && body_size == 16);
+    }
     rq_metrics m;
     memset(&m, 0x5a, sizeof m);
     ROW(rq_response_metrics, NULL, "out_metrics NULL", RQ_ERR_NULL_ARGUMENT, rq_response_metrics(response, NULL));

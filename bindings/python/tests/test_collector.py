@@ -1,7 +1,7 @@
-"""The garbage collector and the binding: nothing that runs inside the collector (Request.__del__,
-the weakref callbacks of responses, the finalizers of queues) calls the library or takes cffi's
-lock, whatever the shape of the garbage; what it lets go of is still released; a queue dropped
-without close() is freed (threads and descriptors return), its requests cancelled, with a
+"""The garbage collector and the binding: nothing that runs inside the collector (the destructors of
+the ffi.gc handles of requests and responses, the finalizers of queues) calls the library or takes
+cffi's lock, whatever the shape of the garbage; what it lets go of is still released; a queue
+dropped without close() is freed (threads and descriptors return), its requests cancelled, with a
 ResourceWarning. Scripts that could hang run in their own interpreter, with a timeout."""
 
 from __future__ import annotations

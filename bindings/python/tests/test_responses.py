@@ -146,7 +146,6 @@ def test_two_threads_read_the_same_responses(server):
 
 
 def test_responses_dropped_unread_are_released(server, counting):
-    registered = len(runtime._retained)
     with rq.Queue(max_concurrent=4, duplicates="allow") as q:
         requests = [q.add(server.url("/bytes?n=10")) for _ in range(200)]
         q.wait()
@@ -156,7 +155,6 @@ def test_responses_dropped_unread_are_released(server, counting):
         gc.collect()
         assert counting.released == 0  # never inside the collector: at the next call into the binding
         assert q.count == 0 and counting.released == 200
-    assert len(runtime._retained) <= registered
 
 
 def test_a_response_read_in_full_is_released_while_it_lives(server, counting):

@@ -116,11 +116,12 @@ class AsyncQueue(_QueueBase):
         except RuntimeError:
             raise InvalidStateError("AsyncQueue.add() must be called in a running asyncio event loop "
                                     "(use Queue for synchronous code)") from None
-        with self._lock:
-            if self._loop is not loop:
-                if self._live:
-                    raise InvalidStateError("this AsyncQueue has requests in flight in another event loop")
-                self._loop = loop
+        if self._loop is not loop:
+            with self._lock:
+                if self._loop is not loop:
+                    if self._live:
+                        raise InvalidStateError("this AsyncQueue has requests in flight in another event loop")
+                    self._loop = loop
 
     def _became_busy(self) -> None:
         self._update_reading()
@@ -207,19 +208,17 @@ class AsyncQueue(_QueueBase):
                 except RuntimeError:  # its loop is closed (interpreter exit)
                     pass
 
-    def _finished(self, request: Request) -> None:
-        if request._waiters:
-            # Its awaiters will receive the callback's exception: it is reported to them.
-            if request._callback_error is not None:
-                self._reported(request._callback_error)
-            for future in request._waiters:
-                if not future.done():
-                    try:
-                        future.set_result(None)
-                    except RuntimeError:  # its loop is closed (interpreter exit)
-                        pass
-            request._waiters.clear()
-        super()._finished(request)
+    def _wake_waiters(self, request: Request) -> None:
+        # Its awaiters will receive the callback's exception: it is reported to them.
+        if request._callback_error is not None:
+            self._reported(request._callback_error)
+        waiters, request._waiters = request._waiters, ()
+        for future in waiters:
+            if not future.done():
+                try:
+                    future.set_result(None)
+                except RuntimeError:  # its loop is closed (interpreter exit)
+                    pass
 
     def _close(self, at_exit: bool = False) -> None:
         if self._closed:

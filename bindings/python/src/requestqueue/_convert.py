@@ -61,14 +61,17 @@ def _uint(value: int, name: str, maximum: int, error: type = TypeError) -> int:
     return _cint(value, name, 0, maximum, error)
 
 
+_PRIORITY_LEVELS = {priority.name: int(priority) for priority in Priority}  # (Priority[name] is slow)
+
+
 def _parse_priority(value: Union[Priority, int, str]) -> int:
     """The rq_priority of a Priority, an int or a level's name (the library checks the level)."""
     if isinstance(value, str):
-        try:
-            return int(Priority[value.upper()])
-        except KeyError:
+        level = _PRIORITY_LEVELS.get(value.upper())
+        if level is None:
             names = ", ".join(repr(p.name.lower()) for p in Priority)
-            raise InvalidArgumentError(f"priority must be one of {names} or an int, not {value!r}") from None
+            raise InvalidArgumentError(f"priority must be one of {names} or an int, not {value!r}")
+        return level
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"priority must be a Priority, an int or a name, not {type(value).__name__}")
     return _cint(value, "priority", _INT_MIN, _INT_MAX)

@@ -126,7 +126,24 @@ def load(environ: Mapping[str, str] = os.environ,
     return ffi_, lib_, library_path, header_path, header
 
 
-ffi, lib, LIBRARY_PATH, HEADER_PATH, HEADER = load()
+class _Functions:
+    """The library's functions and constants as plain attributes. (cffi's library object finds
+    them through a __getattr__ hook, which makes every ``lib.rq_...`` read several times slower:
+    the binding makes seven calls per request.)"""
+
+
+def _resolved(library: Any) -> Any:
+    functions = _Functions()
+    for name in dir(library):
+        try:
+            setattr(functions, name, getattr(library, name))
+        except AttributeError:  # declared by the header, absent from the library: fails when used
+            pass
+    return functions
+
+
+ffi, _library, LIBRARY_PATH, HEADER_PATH, HEADER = load()
+lib = _resolved(_library)
 
 # The results the binding tells apart before check() (from the header: its enums are in the cdef).
 RQ_ERR_INVALID_HANDLE: int = lib.RQ_ERR_INVALID_HANDLE

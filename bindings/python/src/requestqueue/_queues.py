@@ -36,6 +36,7 @@ __all__ = ["Queue"]
 
 _DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
 _new_ref = weakref.ref
+_PLAIN_OPTIONS = Request._PLAIN_OPTIONS
 
 
 def _check_fetchable(request: Union[Request, str], kwargs: RequestOptions) -> None:
@@ -278,8 +279,9 @@ class _QueueBase:
             handles = [array[0][i] for i in range(count[0])]
         finally:
             lib.rq_snapshot_free(array[0])
-        with self._lock:
-            return [self._live[h] for h in handles if h in self._live]
+        live = self._live  # (a completion on another thread may remove a request meanwhile)
+        requests = [live.get(h) for h in handles]
+        return [r for r in requests if r is not None]
 
     def fileno(self) -> int:
         """A descriptor readable exactly while callbacks are pending (for select/poll)."""
@@ -299,6 +301,8 @@ class _QueueBase:
             if kwargs:
                 raise TypeError("keyword arguments are for a URL, not for a Request")
             req = request
+        elif kwargs.keys() <= _PLAIN_OPTIONS:
+            req = Request._plain(request, kwargs)
         else:
             req = Request(request, **kwargs)
         if _releases:
@@ -366,11 +370,17 @@ class _QueueBase:
         pass
 
     def _finished(self, request: Request) -> None:
-        with self._lock:
-            self._live.pop(request._handle, None)
-            idle = not self._live
-        if idle:
+        if request._waiters:
+            self._wake_waiters(request)
+        # (No lock: the pop is atomic, and an add() racing with it calls _became_busy afterwards
+        # either way.)
+        live = self._live
+        live.pop(request._handle, None)
+        if not live:
             self._became_idle()
+
+    def _wake_waiters(self, request: Request) -> None:
+        """Wakes the tasks awaiting a request that completed (AsyncQueue)."""
 
     def _callback_error(self, request: Request, exc: BaseException) -> None:
         with self._lock:

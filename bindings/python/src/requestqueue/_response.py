@@ -5,13 +5,12 @@ body), or, for a completion, copied in part and retained, its other fields read 
 from __future__ import annotations
 
 import threading
-import weakref
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _runtime, _types
 from ._convert import _decode
-from ._native import ffi, lib
-from ._runtime import _lazy_lock, _release_later, _retained
+from ._native import ffi, lib, raise_result
+from ._runtime import _gcp, _lazy_lock, _owned
 from ._types import Headers, Metrics, Outcome, Response, _built
 
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
@@ -19,18 +18,40 @@ _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "strin
 _NULL = ffi.NULL
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
+_SUMMARY_SIZE = ffi.sizeof("rq_response_summary")
+_TRANSPORT = Outcome.TRANSPORT
+_buffer = ffi.buffer
+_new = object.__new__
 
 
 class _OutParams(threading.local):
-    """The out-parameters of _copy_response, one set per thread (the GIL is released in every call
-    of the library, so two dispatching threads must not share them)."""
+    """The out-parameters of the library's calls made here, one set per thread (the GIL is released
+    in every call of the library, so two dispatching threads must not share them)."""
 
     def __init__(self) -> None:
-        self.all = (ffi.new("size_t *"), ffi.new("const char **"), ffi.new("const char **"),
-                    ffi.new("rq_metrics *"))
+        self.summary = ffi.new("rq_response_summary *")
+        self.summary.size = _SUMMARY_SIZE  # (the library writes the same size back)
+        self.all = (ffi.new("const char **"), ffi.new("const char **"), ffi.new("rq_metrics *"))
 
 
 _out = _OutParams()
+
+
+def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
+    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call;
+    returns the outcome's code and the body's length."""
+    summary = _out.summary
+    code = lib.rq_response_get_summary(ptr, summary)
+    if code:
+        raise_result(code, "reading a response")
+    length: int = summary.body_size
+    outcome_code: int = summary.outcome
+    fields["status"] = summary.status
+    fields["body"] = _buffer(summary.body, length)[:] if length else b""
+    # An outcome this binding does not know (a newer library) counts as a transport failure.
+    fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT)
+    fields["http_version"] = summary.http_version
+    return outcome_code, length
 
 
 def _text(ptr: Any) -> str:
@@ -64,22 +85,16 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
 
 def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
-    size = _out.all[0]
-    body_ptr = lib.rq_response_body(ptr, size)
-    length = size[0]
-    body = ffi.buffer(body_ptr, length)[:] if length else b""
-    outcome_code = lib.rq_response_outcome(ptr)
-    fields = {
-        "status": lib.rq_response_status(ptr),
-        "body": body,
-        # An outcome this binding does not know (a newer library) counts as a transport failure.
-        "outcome": _OUTCOMES.get(outcome_code, Outcome.TRANSPORT),
-        "http_version": lib.rq_response_http_version(ptr),
-    }
+    response: Response = _new(Response)
+    fields = response.__dict__
+    _summary(ptr, fields)
+    _copy_lazy_parts(ptr, fields)
+    return response
+
+
+def _copy_lazy_parts(ptr: Any, fields: Dict[str, Any]) -> None:
     for name in _LAZY_PARTS:
         _read_part(ptr, fields, name)
-    response: Response = _built(Response, fields)
-    return response
 
 
 #: A completion whose body is larger than this copies every field at once and lets the library's
@@ -88,12 +103,11 @@ _EAGER_BODY = 64 * 1024
 # The fields a completion leaves in the library until used, one name per read (the metrics bring
 # the attempts with them), and how they are made.
 _LAZY_PARTS = ("headers", "url", "message", "metrics")
-_new_ref = weakref.ref
 
 
 def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
     if name == "headers":
-        _, key, value, _ = _out.all
+        key, value, _ = _out.all
         header_at = lib.rq_response_header_at
         pairs = [(_string(key[0]), _string(value[0])) for index in range(lib.rq_response_header_count(ptr))
                  if header_at(ptr, index, key, value) == 0]
@@ -103,7 +117,7 @@ def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
     elif name == "message":
         fields["message"] = _text(lib.rq_response_error_message(ptr)) if fields["outcome"] else ""
     else:
-        metrics = _copy_metrics(ptr, _out.all[3])
+        metrics = _copy_metrics(ptr, _out.all[2])
         fields["metrics"] = metrics
         # (The metrics hold the attempts too: one call fewer.)
         fields["attempts"] = metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr)
@@ -112,24 +126,16 @@ def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
 def _completed_response(ptr: Any) -> Response:
     """The Response of a completion: status, outcome and body copied now; the other fields read
     from the retained rq_response on first use (see _load_field)."""
-    size = _out.all[0]
-    body_ptr = lib.rq_response_body(ptr, size)
-    length = size[0]
-    if length > _EAGER_BODY:
-        return _copy_response(ptr)
-    response = object.__new__(Response)
+    response = _new(Response)
     fields = response.__dict__
-    fields["status"] = lib.rq_response_status(ptr)
-    fields["body"] = ffi.buffer(body_ptr, length)[:] if length else b""
-    outcome_code = lib.rq_response_outcome(ptr)
-    # An outcome this binding does not know (a newer library) counts as a transport failure.
-    fields["outcome"] = _OUTCOMES.get(outcome_code, Outcome.TRANSPORT)
-    fields["http_version"] = lib.rq_response_http_version(ptr)
+    outcome_code, length = _summary(ptr, fields)
+    if length > _EAGER_BODY:
+        _copy_lazy_parts(ptr, fields)
+        return response
     if not outcome_code:
         fields["message"] = ""
-    fields["_retained"] = lib.rq_response_retain(ptr)
-    ref = _new_ref(response, _release_later)
-    _retained[id(ref)] = (ref, fields)
+    # Released after the Response is collected (see _owned), or once every field has been read.
+    fields["_retained"] = _owned(lib.rq_response_retain(ptr))
     return response
 
 
@@ -146,6 +152,7 @@ def _load_field(response: Response, name: str) -> Any:
             _read_part(ptr, fields, "metrics" if name == "attempts" else name)
             if "headers" in fields and "url" in fields and "message" in fields and "metrics" in fields:
                 del fields["_retained"]
+                _gcp(ptr, None)  # disowned: released here, now
                 _release(ptr)
     return fields[name]
 

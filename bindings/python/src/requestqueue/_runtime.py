@@ -19,25 +19,28 @@ Lifetimes
   ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
   callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
   whose request was collected, is ignored, so no callback can reach a freed Python object.
-* Nothing that can run inside the garbage collector (``Request.__del__``, weakref callbacks,
-  finalizers) calls the library, cffi or takes a lock: the collector can run at any allocation,
-  also while this thread holds cffi's lock (inside ``ffi.new``) or one of the library's. What it
-  lets go of is only appended to ``_releases`` (a deque: safe there) and released at the next safe
-  point, ``_drain``: every entry into the binding that calls the library (creating a request or a
-  queue, ``add``, every queue method, dispatching, closing), the reaper thread, and exit.
+* Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
+  destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
+  at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
+  library's. What it lets go of is only appended to ``_releases`` (``deque.append``, a C function
+  that takes no lock, is the destructor of the ``ffi.gc`` pointers below: no Python code runs) and
+  released at the next safe point, ``_drain``: every entry into the binding that calls the library
+  (creating a request or a queue, ``add``, every queue method, dispatching, closing), the reaper
+  thread, and exit.
 * A response is borrowed from the library only during its callback. A completion copies its status,
   outcome and body, and retains it (``rq_response_retain``): the other fields of the
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
-  garbage collected (its weakref's callback queues the weakref in ``_releases``; ``_retained`` maps
-  each weakref to the Response's ``__dict__``), never once the interpreter is exiting. A forked
+  garbage collected (the retained pointer, in the Response's ``__dict__``, is an ``ffi.gc`` pointer
+  whose destructor queues it in ``_releases``), never once the interpreter is exiting. A forked
   child reads and releases the parent's responses through the library, which allows it (see "Fork"
   in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
   copies everything at once instead (the retained response would hold a second copy of the body),
   as does an authentication challenge.
-* A :class:`Request` releases its handle after it is garbage collected (queued in ``_releases``; the
-  library keeps a request in flight for itself), except in a forked child for a request of the
-  parent and once the interpreter is exiting.
+* A :class:`Request` releases its handle after it is garbage collected (its handle is an ``ffi.gc``
+  pointer queued in ``_releases``; the library keeps a request in flight for itself), never once
+  the interpreter is exiting. (In a forked child, the parent's requests are released too: the
+  library frees the child's copy of the handle, see "Fork" in requestqueue.h.)
 * The C callbacks are module globals created once, never freed.
 * Streaming (``stream=True``): the pieces of the body are kept in the request's buffer until
   :meth:`Request.iter_bytes` / :meth:`Request.aiter_bytes` hands them out. The library pauses a
@@ -67,7 +70,7 @@ import tracemalloc
 import warnings
 import weakref
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from ._native import ffi, lib
 
@@ -82,21 +85,28 @@ _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
-# What the garbage collector let go of, released by _drain: rq_request * handles of collected
-# Requests, and the weakrefs of collected Responses (keys of _retained). Only appended to by code
-# that can run inside the collector (deque.append takes no lock).
+# What the garbage collector let go of, released by _drain: the rq_request * handles of collected
+# Requests and the retained rq_response * of collected Responses. Only appended to, by the
+# destructors of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C
+# code and takes no lock.
 _releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
+# ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
+# `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
+_gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
+_typeof: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "typeof", ffi.typeof)
+_RESPONSE_TYPE = ffi.typeof("rq_response *")
+
+
+def _owned(pointer: Any) -> Any:
+    return _gcp(pointer, _release_later)
+
+
 # Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
 # collector): freed by the reaper thread. Also carries the reaper's stop (None) and flush marks.
 _dropped: "SimpleQueue[Any]" = SimpleQueue()
 _reaper: Optional[threading.Thread] = None
 _reaper_lock = threading.Lock()
-# id(weakref to a Response) -> (that weakref, the Response's __dict__), for every Response made with
-# a retained rq_response (in the __dict__, as "_retained", until released), until it is collected:
-# the weakref's callback queues the weakref in _releases, and _drain releases it. (Keyed by id: a
-# weakref hashes as its Response, which reads every field.)
-_retained: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
 # Held while a retained response is read, and across fork().
 _lazy_lock = threading.Lock()
 
@@ -168,12 +178,8 @@ def _drain() -> None:
             item = _releases.popleft()
         except IndexError:  # another thread took the last one
             break
-        if type(item) is weakref.ref:  # a collected Response
-            with _lazy_lock:
-                entry = _retained.pop(id(item), None)
-                ptr = entry[1].pop("_retained", None) if entry is not None else None
-            if ptr is not None:
-                lib.rq_response_release(ptr)
+        if _typeof(item) is _RESPONSE_TYPE:  # of a collected Response
+            lib.rq_response_release(item)
         else:
             lib.rq_request_free(item)
 

@@ -204,6 +204,7 @@ module RequestQueue
       [:rq_response_retain, [:pointer], :pointer, false],
       [:rq_response_release, [:pointer], :void, false],
       [:rq_response_metrics, %i[pointer pointer], :int, false],
+      [:rq_response_get_summary, %i[pointer pointer], :int, false],
 
       [:rq_auth_use_credential, %i[pointer string string], :int, false],
       [:rq_auth_continue_without, [:pointer], :int, false],

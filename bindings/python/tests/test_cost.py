@@ -1,0 +1,143 @@
+"""What one request costs the binding, counted (not timed): the calls it makes into the library.
+Each call through cffi costs about as much as the Python code around it, so the count is part of
+the binding's speed (issue 16)."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import sys
+from typing import Any, Counter
+
+import pytest
+
+import requestqueue as rq
+import requestqueue._native as native
+import requestqueue._runtime as runtime
+
+
+class CallCounter:
+    """The library, with every call counted by name."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self.calls: Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self._lib, name)
+        if not callable(function):
+            return function
+
+        def call(*args: Any) -> Any:
+            self.calls[name] += 1
+            return function(*args)
+        return call
+
+
+@pytest.fixture
+def counter(monkeypatch):
+    gc.collect()
+    runtime._drain()  # (what earlier tests left to release is not counted)
+    real = native.lib
+    counter = CallCounter(real)
+    for name, module in list(sys.modules.items()):  # every module of the binding that calls the library
+        if name.startswith("requestqueue.") and getattr(module, "lib", None) is real:
+            monkeypatch.setattr(module, "lib", counter)
+    return counter
+
+
+def per_request(counter: CallCounter) -> Counter[str]:
+    """The calls that are not about the queue as a whole (making it, dispatching, freeing it)."""
+    return collections.Counter({name: n for name, n in counter.calls.items() if not name.startswith("rq_queue_")})
+
+
+N = 50
+# A request added by URL, completed, read (status, outcome, body) and dropped: its handle made,
+# given its completion, added; its response read in one call and retained for the fields read
+# later; both released once dropped.
+EXPECTED = {"rq_request_new": N, "rq_request_set_completion": N, "rq_add": N, "rq_response_get_summary": N,
+            "rq_response_retain": N, "rq_response_release": N, "rq_request_free": N}
+
+
+@pytest.mark.parametrize("kind", ["Queue", "AsyncQueue"])
+def test_library_calls_per_request(server, counter, kind):
+    seen = []
+
+    def on_complete(request):
+        response = request.response
+        seen.append((response.status, response.outcome, len(response.body), response.http_version))
+
+    if kind == "Queue":
+        with rq.Queue(max_concurrent=8, duplicates="allow") as q:
+            for _ in range(N):
+                q.add(server.url("/bytes?n=10"), on_complete=on_complete)
+            q.wait()
+    else:
+        import asyncio
+
+        async def main():
+            async with rq.AsyncQueue(max_concurrent=8, duplicates="allow") as q:
+                for _ in range(N):
+                    q.add(server.url("/bytes?n=10"), on_complete=on_complete)
+                await q.wait()
+        asyncio.run(main())
+    gc.collect()
+    runtime._drain()  # (what the collector let go of is released at the next call into the binding)
+    assert seen == [(200, rq.Outcome.OK, 10, 11)] * N
+    assert per_request(counter) == EXPECTED
+
+
+def test_reading_every_field_adds_the_calls_of_those_fields_only(server, counter):
+    with rq.Queue() as q:
+        response = q.fetch(server.url("/bytes?n=10&header=X-A:b"))
+    before = per_request(counter)
+    assert response.url.endswith("header=X-A:b") and response.headers["x-a"] == "b"
+    assert response.message == "" and response.attempts == 1 and response.metrics.bytes_down == 10
+    read = per_request(counter) - before
+    # The URL, the headers (count, then each), the metrics (with the attempts); the message of a
+    # success is known without a call; then the response is released at once.
+    assert set(read) == {"rq_response_url", "rq_response_header_count", "rq_response_header_at",
+                         "rq_response_metrics", "rq_response_release"}
+    assert read["rq_response_release"] == 1 and read["rq_response_metrics"] == 1
+
+
+# add(url, **options) builds the request without Request.__init__ when every option is one of these
+# (Request._plain): it must do exactly what Request(url, **options) does, errors included.
+PLAIN_CASES = [
+    {"method": "POST"},
+    {"headers": {"X-A": "1", "X-B": None}},
+    {"headers": [("X-A", "1"), ("X-A", "2")], "timeout": 5},
+    {"connect_timeout": 3, "idle_timeout": 4.5, "header_timeout": 2, "retry_delay": 1},
+    {"priority": "high", "tag": "t"},
+    {"priority": rq.Priority.NORMAL, "on_complete": print},
+    {"headers": {"X-Bad\n": "v"}},
+    {"headers": {"X-A": "v\r\nX-B: w"}},
+    {"headers": 5},
+    {"timeout": "soon"},
+    {"timeout": -1},
+    {"priority": "urgent"},
+    {"priority": 7},
+    {"tag": 5},
+    {"tag": "a\0b"},
+    {"method": "NOT A METHOD"},
+]
+
+
+@pytest.mark.parametrize("options", PLAIN_CASES, ids=lambda o: ",".join(f"{k}={v!r}" for k, v in o.items()))
+def test_add_by_url_does_what_request_does(server, options):
+    assert options.keys() <= rq.Request._PLAIN_OPTIONS
+    url = server.url("/echo")
+
+    def outcome(make):
+        try:
+            request = make()
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return type(exc), str(exc)
+        return (request.method, request.headers, request.tag, request.priority, request.url,
+                request._on_complete)
+
+    with rq.Queue(suspended=True) as q:
+        by_url = outcome(lambda: q.add(url, **options))
+        by_request = outcome(lambda: q.add(rq.Request(url, **options)))
+        q.cancel_all()
+    assert by_url == by_request
