@@ -10,6 +10,15 @@ let optimized: [SwiftSetting] = [
     .unsafeFlags(["-cross-module-optimization", "-enforce-exclusivity=unchecked"], .when(configuration: .release)),
 ]
 
+// The library uses neither Swift concurrency nor regular expressions: without their implicit
+// imports it does not load libswift_Concurrency, libswift_StringProcessing, libswift_RegexParser
+// and libdispatch, about 1.6 MiB of resident memory in every process that loads it (bench/README.md,
+// "Peak RSS"). CMakeLists.txt passes the same flags.
+let lean: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-implicit-concurrency-module-import",
+                  "-Xfrontend", "-disable-implicit-string-processing-module-import"]),
+]
+
 let package = Package(
     name: "RequestQueue",
     products: [
@@ -26,13 +35,13 @@ let package = Package(
         // The public header, so that the compiler checks every @c @implementation against it.
         .systemLibrary(name: "CRequestQueueAPI", path: "Sources/CRequestQueueAPI"),
         // The queue's logic: ordering, limits, duplicates, retry, input validation. No I/O.
-        .target(name: "RequestQueueCore", swiftSettings: optimized),
+        .target(name: "RequestQueueCore", swiftSettings: optimized + lean),
         // The libcurl engine, callback delivery, handles and the C boundary.
         .target(
             name: "RequestQueue",
             dependencies: ["RequestQueueCore", "CCurl", "CRequestQueueAPI"],
             exclude: ["exports.map"],
-            swiftSettings: optimized
+            swiftSettings: optimized + lean
         ),
         .testTarget(name: "RequestQueueCoreTests", dependencies: ["RequestQueueCore"]),
         .testTarget(

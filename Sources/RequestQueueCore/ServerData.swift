@@ -87,7 +87,18 @@ public enum ServerData {
     /// refuses; "Unsupported response code in HTTP response"; "Unsupported HTTP version in
     /// response"). The same code also reports a redirect to a scheme that is not allowed.
     public static func isNotHTTPError(_ message: String) -> Bool {
-        message.contains("HTTP/0.9") || message.hasSuffix("in HTTP response") || message.hasSuffix("in response")
+        contains(message, "HTTP/0.9") || message.hasSuffix("in HTTP response") || message.hasSuffix("in response")
+    }
+
+    /// Whether `text` holds `part`, bytes compared. (`String.contains(_:)` comes from Swift's
+    /// string-processing module, which the library does not load: Package.swift.)
+    static func contains(_ text: String, _ part: String) -> Bool {
+        let text = Array(text.utf8), part = Array(part.utf8)
+        guard part.count <= text.count else { return false }
+        for start in 0...(text.count - part.count) where text[start..<(start + part.count)].elementsEqual(part) {
+            return true
+        }
+        return false
     }
 
     /// Whether libcurl's error message for a receive error says the reply's framing was invalid:
