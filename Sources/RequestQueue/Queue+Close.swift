@@ -23,7 +23,7 @@ extension Queue {
             monitor.withLock {
                 while undelivered > 0 { _ = monitor.wait(until: nil) }
                 deliveryStopping = true
-                deliveryWake.signal()
+                signalLocked()
             }
             if let deliveryThread { pthread_join(deliveryThread, nil) }
         } else {

@@ -35,17 +35,40 @@ extension Queue {
     /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
     func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 }
 
-    /// Engine thread: tells the delivery about the events it posted.
+    /// Engine thread: tells the delivery about the events it posted. The delivering thread is
+    /// woken once the monitor is released: woken under it, it would often find the monitor still
+    /// taken and block on it at once (two more futex calls per hand-over).
     func signalOwedEvents() {
         guard eventsOwed > 0 else { return }
         eventsOwed = 0
-        monitor.withLock { signalLocked() }
+        let wakeDelivery: Bool = monitor.withLock {
+            if threaded {
+                guard deliveryWaiting else { return false }
+                deliveryWaiting = false
+                return true
+            }
+            guard !eventFDSignalled, !pending.isEmpty else { return false }
+            eventFDSignalled = true
+            eventFDLock.acquire()
+            return true
+        }
+        guard wakeDelivery else { return }
+        if threaded {
+            deliveryWake.post()
+        } else {
+            var one: UInt64 = 1
+            _ = write(eventFD, &one, 8)
+            eventFDLock.release()
+        }
     }
 
     /// Wakes whoever runs the pending events: the delivery thread, or the host through the fd.
     func signalLocked() {
         if threaded {
-            if deliveryWaiting { deliveryWake.signal() }
+            if deliveryWaiting {
+                deliveryWaiting = false
+                deliveryWake.post()
+            }
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
             var one: UInt64 = 1
@@ -61,8 +84,9 @@ extension Queue {
         while true {
             while pending.isEmpty, !deliveryStopping {
                 deliveryWaiting = true
+                monitor.unlock()
                 deliveryWake.wait()
-                deliveryWaiting = false
+                monitor.lock()
             }
             if pending.isEmpty { break }
             swap(&batch, &pending)
@@ -144,6 +168,15 @@ extension Queue {
         if let free = request.contextFree { free(request.context) }
     }
 
+    /// Dispatch mode, when an event is taken: makes the descriptor unreadable once nothing is
+    /// pending. (`eventFDLock`: a write decided before is done before this read.)
+    private func resetEventFDLocked() {
+        guard pending.isEmpty, eventFDSignalled else { return }
+        eventFDSignalled = false
+        var value: UInt64 = 0
+        eventFDLock.withLock { _ = read(eventFD, &value, 8) }
+    }
+
     /// Dispatch mode: runs up to `limit` pending events (0 = those pending now).
     func dispatch(limit: Int) -> Int {
         dispatchLock.lock()
@@ -155,11 +188,7 @@ extension Queue {
                 let next: Event? = monitor.withLock {
                     if ran > 0 { delivered(1) }
                     let event = pending.popFront()
-                    if pending.isEmpty, eventFDSignalled {
-                        eventFDSignalled = false
-                        var value: UInt64 = 0
-                        _ = read(eventFD, &value, 8)
-                    }
+                    resetEventFDLocked()
                     return event
                 }
                 guard let event = next else {

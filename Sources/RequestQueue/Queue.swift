@@ -57,12 +57,18 @@ final class Queue: @unchecked Sendable {
     var eventsOwed = 0
     var eventsOwedSince = 0.0
     let eventFD: Int32
-    /// Dispatch mode: whether `eventFD` was written and not read since.
+    /// Dispatch mode: whether `eventFD` was written and not read since. The engine writes it after
+    /// releasing the monitor (`signalOwedEvents`), holding `eventFDLock` from before the release to
+    /// the end of the write; a reader takes that lock for its read (`resetEventFDLocked`), so that
+    /// it never reads before a write it has seen decided (which would leave the descriptor
+    /// readable with nothing pending).
     var eventFDSignalled = false
+    let eventFDLock = Lock()
     let dispatchLock = Monitor()
     /// Threaded mode: the thread that runs the callbacks, waiting on `deliveryWake` when idle.
+    /// It sets `deliveryWaiting` before it waits; whoever clears it owes the wait its one post.
     var deliveryThread: pthread_t?
-    let deliveryWake: Monitor.Condition
+    let deliveryWake = Wakeup()
     var deliveryWaiting = false
     var deliveryStopping = false
     /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
@@ -71,7 +77,6 @@ final class Queue: @unchecked Sendable {
     init?(threaded: Bool, kind: Kind) {
         self.kind = kind
         self.threaded = threaded
-        deliveryWake = Monitor.Condition(monitor)
         eventFD = threaded ? -1 : ccurl_eventfd()
         if !threaded, eventFD < 0 { return nil }
         if kind == .standalone {

@@ -8,7 +8,7 @@ final class Monitor: @unchecked Sendable {
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
     init() {
-        pthread_mutex_init(mutex, nil)
+        initAdaptiveMutex(mutex)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
@@ -48,26 +48,39 @@ final class Monitor: @unchecked Sendable {
     }
 
     func broadcast() { pthread_cond_broadcast(condition) }
+}
 
-    /// A further condition on this monitor's mutex, for one kind of waiter.
-    final class Condition {
-        private let monitor: Monitor
-        private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+/// Wakes a thread that waits for it (a POSIX semaphore): `post` makes a system call only when a
+/// thread is blocked in `wait`, and `wait` only when no post came before it. (A thread woken from
+/// a condition variable takes its mutex back marked as contended, so that its next unlock always
+/// makes a futex call: a third system call per hand-over.)
+// @unchecked Sendable: it is the protection (a semaphore); its pointer never changes.
+final class Wakeup: @unchecked Sendable {
+    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
-        init(_ monitor: Monitor) {
-            self.monitor = monitor
-            pthread_cond_init(condition, nil)
-        }
+    init() { sem_init(semaphore, 0, 0) }
 
-        deinit {
-            pthread_cond_destroy(condition)
-            condition.deallocate()
-        }
-
-        /// Waits for a signal, with the monitor held.
-        func wait() { pthread_cond_wait(condition, monitor.mutex) }
-        func signal() { pthread_cond_signal(condition) }
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
     }
+
+    func post() { sem_post(semaphore) }
+
+    /// Returns after a post (its own, or one made before).
+    func wait() { while sem_wait(semaphore) != 0 {} }
+}
+
+/// The library's locks are held for short sections by two or three threads at once (a caller, the
+/// engine, the delivering thread): a thread that finds one taken spins a little (glibc's adaptive
+/// mutex) before it sleeps, which saves the two futex calls of a sleep and a wake-up when the
+/// holder is about to release it (on another core).
+private func initAdaptiveMutex(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+    var attributes = pthread_mutexattr_t()
+    pthread_mutexattr_init(&attributes)
+    pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+    pthread_mutex_init(mutex, &attributes)
+    pthread_mutexattr_destroy(&attributes)
 }
 
 /// Starts a joinable thread running `body`; nil when the system refuses.
@@ -96,7 +109,7 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
 final class Lock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 
-    init() { pthread_mutex_init(mutex, nil) }
+    init() { initAdaptiveMutex(mutex) }
 
     deinit {
         pthread_mutex_destroy(mutex)
@@ -110,8 +123,9 @@ final class Lock: @unchecked Sendable {
         return try body()
     }
 
-    /// For the fork handlers only (ForkGuard), which take locks in one handler and release them in
-    /// another.
+    /// For sections that do not nest in a closure: the fork handlers (ForkGuard), which take locks
+    /// in one handler and release them in another, and the dispatch descriptor's write
+    /// (`Queue.signalOwedEvents`), taken under the monitor and released after it.
     func acquire() { pthread_mutex_lock(mutex) }
     func release() { pthread_mutex_unlock(mutex) }
 }
