@@ -19,11 +19,14 @@ public struct SlotMap<Value>: Sequence {
             if id >= UInt64(slots.count) {
                 // An id past `maxID` is not a slot number: never stored (and never found).
                 guard newValue != nil, id <= SlotMap.maxID else { return }
-                slots.append(contentsOf: repeatElement(nil, count: Int(id) + 1 - slots.count))
+                // One nil at a time: ids grow by one as slots are handed out, and appending a
+                // `repeatElement` sequence cost a thousand instructions for that one element.
+                while slots.count <= Int(id) { slots.append(nil) }
             }
             let index = Int(id)
-            if slots[index] == nil, newValue != nil { count += 1 }
-            if slots[index] != nil, newValue == nil { count -= 1 }
+            let had = slots[index] != nil
+            let has = newValue != nil
+            if had != has { count += has ? 1 : -1 }
             slots[index] = newValue
         }
     }
