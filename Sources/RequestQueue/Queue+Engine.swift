@@ -95,9 +95,9 @@ extension Queue {
     private func reply(to actions: QueueActions<Request>, startingNow: Bool) -> EngineReply {
         var reply = EngineReply.none
         actions.forEach { action in
-            switch action {
-            case let .retry(_, generation, delay):
-                reply = .retry(delay: delay, generation: generation)
+            switch action.kind {
+            case .retry:
+                reply = .retry(delay: action.time, generation: action.generation)
             case .start where startingNow:
                 reply = .start
             default:
@@ -157,35 +157,38 @@ extension Queue {
             }
         }
         actions.forEach { action in
-            switch action {
-            case let .start(request, _, attempt):
-                request.attempts = attempt
+            // Every kind but `wake` (an engine command) is about a request.
+            guard let request = action.ref else { return }
+            switch action.kind {
+            case .start:
+                request.attempts = action.attempts
                 if request.state != .running {
                     setState(request, .running)
                     state.forEachFollower(of: request.id) { setState($0, .running) }
                 }
-            case let .complete(request, ending, attempts, sharing):
-                let made = sharing ? last ?? response(request, ending, attempts) : response(request, ending, attempts)
+            case .complete:
+                let made = action.sharing ? last ?? response(request, action.ending, action.attempts)
+                    : response(request, action.ending, action.attempts)
                 last = made
                 finish(request)
                 postLocked(.completion(request, made))
-            case let .detach(request, ending, attempts):
-                let made = response(request, ending, attempts)
+            case .detach:
+                let made = response(request, action.ending, action.attempts)
                 last = made
                 request.lock.withLock { request.detached = true }
                 postLocked(.completion(request, made))
-            case let .release(request, ending, attempts):
-                last = response(request, ending, attempts)
+            case .release:
+                last = response(request, action.ending, action.attempts)
                 finish(request)
                 request.lock.withLock { request.detached = false }
                 request.releaseHandleIfUnused()
-            case let .head(request):
+            case .head:
                 if let head = reported?.deferredHead { postLocked(.head(request, head)) }
-            case let .challenge(request, generation, failures):
+            case .challenge:
                 guard let reported else { return }
-                let challenge = Challenge(request: request, generation: generation, response: reported)
+                let challenge = Challenge(request: request, generation: action.generation, response: reported)
                 request.challenge = challenge
-                postLocked(.challenge(request, challenge, failures: failures))
+                postLocked(.challenge(request, challenge, failures: action.failures))
             case .abort, .retry, .wake:
                 return
             }
@@ -199,10 +202,10 @@ extension Queue {
     }
 
     private func send(_ action: QueueAction<Request>) {
-        switch action {
-        case let .start(request, generation, _): engine.send(.start(request, generation))
-        case let .abort(request): engine.send(.abort(request))
-        case let .wake(at): engine.send(.wake(at: at))
+        switch action.kind {
+        case .start: if let request = action.ref { engine.send(.start(request, action.generation)) }
+        case .abort: if let request = action.ref { engine.send(.abort(request)) }
+        case .wake: engine.send(.wake(at: action.time))
         default: break
         }
     }
