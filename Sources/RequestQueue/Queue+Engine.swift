@@ -95,9 +95,9 @@ extension Queue {
     private func reply(to actions: QueueActions<Request>, startingNow: Bool) -> EngineReply {
         var reply = EngineReply.none
         actions.forEach { action in
-            switch action.kind {
-            case .retry:
-                reply = .retry(delay: action.time, generation: action.generation)
+            switch action {
+            case let .retry(_, generation, delay):
+                reply = .retry(delay: delay, generation: generation)
             case .start where startingNow:
                 reply = .start
             default:
@@ -157,38 +157,35 @@ extension Queue {
             }
         }
         actions.forEach { action in
-            // Every kind but `wake` (an engine command) is about a request.
-            guard let request = action.ref else { return }
-            switch action.kind {
-            case .start:
-                request.attempts = action.attempts
+            switch action {
+            case let .start(request, _, attempt):
+                request.attempts = attempt
                 if request.state != .running {
                     setState(request, .running)
                     state.forEachFollower(of: request.id) { setState($0, .running) }
                 }
-            case .complete:
-                let made = action.sharing ? last ?? response(request, action.ending, action.attempts)
-                    : response(request, action.ending, action.attempts)
+            case let .complete(request, ending, attempts, sharing):
+                let made = sharing ? last ?? response(request, ending, attempts) : response(request, ending, attempts)
                 last = made
                 finish(request)
                 postLocked(.completion(request, made))
-            case .detach:
-                let made = response(request, action.ending, action.attempts)
+            case let .detach(request, ending, attempts):
+                let made = response(request, ending, attempts)
                 last = made
                 request.lock.withLock { request.detached = true }
                 postLocked(.completion(request, made))
-            case .release:
-                last = response(request, action.ending, action.attempts)
+            case let .release(request, ending, attempts):
+                last = response(request, ending, attempts)
                 finish(request)
                 request.lock.withLock { request.detached = false }
                 request.releaseHandleIfUnused()
-            case .head:
+            case let .head(request):
                 if let head = reported?.deferredHead { postLocked(.head(request, head)) }
-            case .challenge:
+            case let .challenge(request, generation, failures):
                 guard let reported else { return }
-                let challenge = Challenge(request: request, generation: action.generation, response: reported)
+                let challenge = Challenge(request: request, generation: generation, response: reported)
                 request.challenge = challenge
-                postLocked(.challenge(request, challenge, failures: action.failures))
+                postLocked(.challenge(request, challenge, failures: failures))
             case .abort, .retry, .wake:
                 return
             }
@@ -202,10 +199,10 @@ extension Queue {
     }
 
     private func send(_ action: QueueAction<Request>) {
-        switch action.kind {
-        case .start: if let request = action.ref { engine.send(.start(request, action.generation)) }
-        case .abort: if let request = action.ref { engine.send(.abort(request)) }
-        case .wake: engine.send(.wake(at: action.time))
+        switch action {
+        case let .start(request, generation, _): engine.send(.start(request, generation))
+        case let .abort(request): engine.send(.abort(request))
+        case let .wake(at): engine.send(.wake(at: at))
         default: break
         }
     }

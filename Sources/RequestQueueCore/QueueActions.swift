@@ -2,86 +2,30 @@
 /// calls a mutation, and acts on the returned actions: the events (completions, challenges, heads)
 /// go to the delivery queue with the lock still held, the engine's commands (start, abort, retry,
 /// wake) are sent after unlocking.
-///
-/// A plain struct (one optional reference and plain values) rather than an enum with payloads:
-/// copying or destroying one is a retain or release of `ref`, with no switch over its cases.
-/// Made with the static functions below, one per kind, which say which fields each kind uses.
-public struct QueueAction<Ref> {
-    public enum Kind: UInt8, Sendable {
-        case start, abort, retry, wake, complete, detach, release, head, challenge
-    }
-
-    public let kind: Kind
-    /// The request it is about; nil only for `wake`.
-    public let ref: Ref?
-    /// `start`, `retry`, `challenge`: the attempt's generation.
-    public let generation: UInt64
-    /// `start`: the number of the attempt; `complete`, `detach`, `release`: the attempts made.
-    public let attempts: Int
-    /// `challenge`: the rejected credentials counted.
-    public let failures: Int
-    /// `retry`: the delay in seconds; `wake`: the time.
-    public let time: Double
-    /// `complete`, `detach`, `release`: how the request ends.
-    public let ending: Ending
-    /// `complete`: it has the same response as the previous `complete`, `detach` or `release`.
-    public let sharing: Bool
-
-    private init(_ kind: Kind, _ ref: Ref?, generation: UInt64 = 0, attempts: Int = 0, failures: Int = 0,
-                 time: Double = 0, ending: Ending = .reported, sharing: Bool = false) {
-        self.kind = kind
-        self.ref = ref
-        self.generation = generation
-        self.attempts = attempts
-        self.failures = failures
-        self.time = time
-        self.ending = ending
-        self.sharing = sharing
-    }
-
+public enum QueueAction<Ref> {
     /// Start attempt number `attempt` of the request under `generation` (the transfer's identity:
     /// reports about an older generation are ignored). The request and those sharing its transfer
     /// now run.
-    public static func start(_ ref: Ref, generation: UInt64, attempt: Int) -> Self {
-        Self(.start, ref, generation: generation, attempts: attempt)
-    }
-
+    case start(Ref, generation: UInt64, attempt: Int)
     /// Stop the request's transfer or retry timer, if it has one.
-    public static func abort(_ ref: Ref) -> Self { Self(.abort, ref) }
-
+    case abort(Ref)
     /// Arm the retry timer: report `retryDue` of `generation` after `after` seconds.
-    public static func retry(_ ref: Ref, generation: UInt64, after: Double) -> Self {
-        Self(.retry, ref, generation: generation, time: after)
-    }
-
+    case retry(Ref, generation: UInt64, after: Double)
     /// Report `startDue` at this time (the rate limit holds back a request until then).
-    public static func wake(at time: Double) -> Self { Self(.wake, nil, time: time) }
-
+    case wake(at: Double)
     /// Deliver the request's one completion. `sharing`: it has the same response as the previous
     /// `complete`, `detach` or `release` (a coalesced request, completed with its leader).
-    public static func complete(_ ref: Ref, _ ending: Ending, attempts: Int, sharing: Bool) -> Self {
-        Self(.complete, ref, attempts: attempts, ending: ending, sharing: sharing)
-    }
-
+    case complete(Ref, Ending, attempts: Int, sharing: Bool)
     /// A leader that others share the transfer of was cancelled: deliver its completion; the
     /// transfer goes on for them (the request stays in the scheduler, "detached").
-    public static func detach(_ ref: Ref, _ ending: Ending, attempts: Int) -> Self {
-        Self(.detach, ref, attempts: attempts, ending: ending)
-    }
-
+    case detach(Ref, Ending, attempts: Int)
     /// A detached leader's transfer ended: it leaves the queue without a second completion.
-    public static func release(_ ref: Ref, _ ending: Ending, attempts: Int) -> Self {
-        Self(.release, ref, attempts: attempts, ending: ending)
-    }
-
+    case release(Ref, Ending, attempts: Int)
     /// Deliver the head of the reported attempt's final response to this request.
-    public static func head(_ ref: Ref) -> Self { Self(.head, ref) }
-
+    case head(Ref)
     /// Ask the request's authentication handler about the reported attempt's response, counting
     /// `failures` rejected credentials; the answer refers to `generation`.
-    public static func challenge(_ ref: Ref, generation: UInt64, failures: Int) -> Self {
-        Self(.challenge, ref, generation: generation, failures: failures)
-    }
+    case challenge(Ref, generation: UInt64, failures: Int)
 }
 
 extension QueueAction: Equatable where Ref: Equatable {}
