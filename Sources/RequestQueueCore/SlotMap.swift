@@ -39,6 +39,15 @@ public struct SlotMap<Value>: Sequence {
         return old
     }
 
+    /// Calls `body` with the value of `id` to change in place (no copy, no reference counting);
+    /// returns its result, or nil (calling nothing) when there is no value.
+    @discardableResult
+    public mutating func modify<R>(_ id: UInt64, _ body: (inout Value) -> R) -> R? {
+        guard id < UInt64(slots.count), slots[Int(id)] != nil else { return nil }
+        // The unwrap is of the value just checked to be there.
+        return body(&slots[Int(id)]!)
+    }
+
     /// The ids present, in increasing order.
     public var keys: [UInt64] { map(\.key) }
 
