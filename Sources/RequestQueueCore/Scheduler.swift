@@ -96,8 +96,6 @@ public struct Scheduler<Key: Hashable> {
 
     private struct Entry {
         var ticket: UInt64
-        let key: Key?
-        var origin: String
         var priority: Int
     }
 
@@ -112,6 +110,10 @@ public struct Scheduler<Key: Hashable> {
     /// write and to read, unlike an entry).
     private var starts = SlotMap<UInt64>()
     private var running: Int { starts.count }
+    /// The duplicate keys and the origins of the requests that have one (a plain `Entry` costs
+    /// little to store and to remove; most requests have neither).
+    private var keys = SlotMap<Key>()
+    private var origins = SlotMap<String>()
     private var nextTicket: UInt64 = 0
     private var startSequence: UInt64 = 0
     /// Running requests per origin, counted only while origins matter (`usesOrigins`).
@@ -150,7 +152,7 @@ public struct Scheduler<Key: Hashable> {
         runningPerOrigin = [:]
         for id in entries.keys {
             let origin = originOf(id)
-            entries.modify(id) { $0.origin = origin }
+            origins[id] = origin.isEmpty ? nil : origin
             if starts[id] != nil {
                 runningPerOrigin[origin, default: 0] += 1
             }
@@ -175,7 +177,9 @@ public struct Scheduler<Key: Hashable> {
             idsByKey[key, default: []].append(id)
         }
         let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
-        insertWaiting(id, Entry(ticket: 0, key: key, origin: origin, priority: level))
+        keys[id] = key
+        if !origin.isEmpty { origins[id] = origin }
+        insertWaiting(id, Entry(ticket: 0, priority: level))
         return replaced
     }
 
@@ -205,15 +209,17 @@ public struct Scheduler<Key: Hashable> {
     @discardableResult
     public mutating func remove(_ id: UInt64) -> Placement? {
         guard let entry = entries.removeValue(forKey: id) else { return nil }
+        let key = keys.removeValue(forKey: id)
+        let origin = origins.removeValue(forKey: id) ?? ""
         let placement: Placement
         if starts.removeValue(forKey: id) != nil {
             placement = .running
-            if usesOrigins { releaseOrigin(entry.origin) }
+            if usesOrigins { releaseOrigin(origin) }
         } else {
             placement = .waiting
             compactIfSparse(entry.priority)
         }
-        if let key = entry.key, var ids = idsByKey[key] {
+        if let key, var ids = idsByKey[key] {
             ids.removeAll { $0 == id }
             idsByKey[key] = ids.isEmpty ? nil : ids
         }
@@ -225,6 +231,8 @@ public struct Scheduler<Key: Hashable> {
         let (runningIDs, waitingIDs) = snapshot()
         entries = SlotMap()
         starts = SlotMap()
+        keys = SlotMap()
+        origins = SlotMap()
         runningPerOrigin = [:]
         levels = [RingDeque](repeating: RingDeque(), count: levels.count)
         idsByKey = [:]
@@ -248,7 +256,7 @@ public struct Scheduler<Key: Hashable> {
             startSequence += 1
             let sequence = startSequence
             let needsOrigin = usesOrigins || rateLimit?.perHost == true
-            guard let origin = needsOrigin ? entries[id]?.origin : "" else { break }
+            let origin = needsOrigin ? origins[id] ?? "" : ""
             starts[id] = sequence
             if usesOrigins { runningPerOrigin[origin, default: 0] += 1 }
             if let rateLimit {
@@ -263,9 +271,9 @@ public struct Scheduler<Key: Hashable> {
     public mutating func nextStartTime(now: Double) -> Double? {
         guard let rateLimit, !isSuspended, maxConcurrent == 0 || running < maxConcurrent else { return nil }
         var earliest: Double?
-        for (id, entry) in entries where starts[id] == nil
-            && (maxPerHost == 0 || runningCount(origin: entry.origin) < maxPerHost) {
-            let bucket = rateLimit.perHost ? entry.origin : ""
+        for (id, _) in entries where starts[id] == nil
+            && (maxPerHost == 0 || runningCount(origin: origins[id] ?? "") < maxPerHost) {
+            let bucket = rateLimit.perHost ? origins[id] ?? "" : ""
             let time = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)]
                 .nextToken(now: now)
             earliest = min(earliest ?? time, time)
@@ -341,8 +349,9 @@ public struct Scheduler<Key: Hashable> {
                 return front.id
             }
             for item in levels[level] where isLive(item) {
-                guard let entry = entries[item.id], originHasRoom(entry.origin) else { continue }
-                if rateLimit?.perHost == true, !hasToken(entry.origin, now: now) { continue }
+                let origin = origins[item.id] ?? ""
+                guard originHasRoom(origin) else { continue }
+                if rateLimit?.perHost == true, !hasToken(origin, now: now) { continue }
                 if item.id == front.id { _ = levels[level].popFront() }
                 return item.id
             }
@@ -354,7 +363,7 @@ public struct Scheduler<Key: Hashable> {
     private mutating func countOriginsIfTurnedOn(wasOn: Bool) {
         guard usesOrigins, !wasOn else { return }
         runningPerOrigin = [:]
-        for (id, entry) in entries where starts[id] != nil { runningPerOrigin[entry.origin, default: 0] += 1 }
+        for (id, _) in starts { runningPerOrigin[origins[id] ?? "", default: 0] += 1 }
     }
 
     private mutating func releaseOrigin(_ origin: String) {
