@@ -195,6 +195,13 @@ public final class QueueState<Key: Hashable, Ref> {
         }
     }
 
+    /// A `head` action for each request that gets the head of the running attempt of `id`. (Apart,
+    /// so that the mutations pass their actions along instead of capturing them in a closure, which
+    /// made returning them a copy.)
+    private func appendHeads(_ id: UInt64, _ record: Record, into actions: inout QueueActions<Ref>) {
+        recipients(id, record, wantsHead: true) { actions.append(.head($0)) }
+    }
+
     /// The requests sharing the transfer of `id`, in the order they joined.
     public func forEachFollower(of id: UInt64, _ body: (Ref) -> Void) {
         guard let list = followers[id] else { return }
@@ -396,7 +403,7 @@ public final class QueueState<Key: Hashable, Ref> {
             records[id] = record
             actions.append(.challenge(ref, generation: generation, failures: record.rejectedCredentials))
         case .retry(let delay):
-            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
             // The attempt is counted when it starts (`retryDue`): a request cancelled during the
             // delay reports the attempts made.
             record.generation &+= 1
@@ -405,7 +412,7 @@ public final class QueueState<Key: Hashable, Ref> {
             stats.retried += 1
             actions.append(.retry(ref, generation: record.generation, after: delay))
         case .complete:
-            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
             complete(id, .reported, report, stopTransfer: false, into: &actions)
             startStartable(now: now, into: &actions)
         }
@@ -454,7 +461,7 @@ public final class QueueState<Key: Hashable, Ref> {
             actions.append(.start(ref, generation: record.generation, attempt: record.attempts))
             return actions
         case .continueWithout(let report):
-            if report.hasDeferredHead { recipients(id, record, wantsHead: true) { actions.append(.head($0)) } }
+            if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
             complete(id, .reported, report, stopTransfer: false, into: &actions)
         case .cancel:
             complete(id, .cancelled(.authHandler), stopTransfer: false, into: &actions)

@@ -96,8 +96,6 @@ public struct Scheduler<Key: Hashable> {
 
     private struct Entry {
         var ticket: UInt64
-        let key: Key?
-        var origin: String
         var priority: Int
     }
 
@@ -105,10 +103,18 @@ public struct Scheduler<Key: Hashable> {
     /// of its insertion. Removed ids stay behind as tombstones (skipped, then compacted), so that
     /// removing a waiting request costs O(1); the ticket tells a tombstone from a later insertion.
     private var levels = [RingDeque<(id: UInt64, ticket: UInt64)>](repeating: RingDeque(), count: 5)
-    private var waiting = SlotMap<Entry>()
+    /// Every request, waiting or running: one map, so that starting a request does not move its
+    /// entry from one map to another.
+    private var entries = SlotMap<Entry>()
+    /// The running requests, with the sequence number of their start (plain values: cheap to
+    /// write and to read, unlike an entry).
+    private var starts = SlotMap<UInt64>()
+    private var running: Int { starts.count }
+    /// The duplicate keys and the origins of the requests that have one (a plain `Entry` costs
+    /// little to store and to remove; most requests have neither).
+    private var keys = SlotMap<Key>()
+    private var origins = SlotMap<String>()
     private var nextTicket: UInt64 = 0
-    /// The running requests with the sequence number of their start.
-    private var running = SlotMap<(sequence: UInt64, entry: Entry)>()
     private var startSequence: UInt64 = 0
     /// Running requests per origin, counted only while origins matter (`usesOrigins`).
     private var runningPerOrigin: [String: Int] = [:]
@@ -120,17 +126,16 @@ public struct Scheduler<Key: Hashable> {
     public init() {}
 
     /// Number of requests in the queue: running plus waiting.
-    public var count: Int { waiting.count + running.count }
-    public var runningCount: Int { running.count }
-    public var waitingCount: Int { waiting.count }
+    public var count: Int { entries.count }
+    public var runningCount: Int { running }
+    public var waitingCount: Int { entries.count - running }
 
     public func placement(of id: UInt64) -> Placement? {
-        if running[id] != nil { return .running }
-        if waiting[id] != nil { return .waiting }
-        return nil
+        if starts[id] != nil { return .running }
+        return entries[id] != nil ? .waiting : nil
     }
 
-    public func priority(of id: UInt64) -> Int? { waiting[id]?.priority ?? running[id]?.entry.priority }
+    public func priority(of id: UInt64) -> Int? { entries[id]?.priority }
 
     /// The live (waiting or running) ids with an equal key, oldest first.
     public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
@@ -144,12 +149,13 @@ public struct Scheduler<Key: Hashable> {
     /// Sets the origin of every waiting and running request (for requests added while origins did
     /// not matter).
     public mutating func assignOrigins(_ originOf: (UInt64) -> String) {
-        for id in waiting.keys { waiting[id]?.origin = originOf(id) }
         runningPerOrigin = [:]
-        for id in running.keys {
+        for id in entries.keys {
             let origin = originOf(id)
-            running[id]?.entry.origin = origin
-            runningPerOrigin[origin, default: 0] += 1
+            origins[id] = origin.isEmpty ? nil : origin
+            if starts[id] != nil {
+                runningPerOrigin[origin, default: 0] += 1
+            }
         }
     }
 
@@ -171,7 +177,9 @@ public struct Scheduler<Key: Hashable> {
             idsByKey[key, default: []].append(id)
         }
         let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
-        insertWaiting(id, Entry(ticket: 0, key: key, origin: origin, priority: level))
+        keys[id] = key
+        if !origin.isEmpty { origins[id] = origin }
+        insertWaiting(id, Entry(ticket: 0, priority: level))
         return replaced
     }
 
@@ -181,36 +189,37 @@ public struct Scheduler<Key: Hashable> {
     @discardableResult
     public mutating func setPriority(_ id: UInt64, _ priority: Int) -> Bool {
         let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
-        if var entry = waiting.removeValue(forKey: id) {
+        nextTicket += 1
+        let ticket = nextTicket
+        let waits = starts[id] == nil
+        guard entries.modify(id, { (entry: inout Entry) -> Bool in
             entry.priority = level
-            insertWaiting(id, entry)
-            compactIfSparse(entry.priority)
+            if waits { entry.ticket = ticket }
             return true
+        }) != nil else { return false }
+        if waits {
+            // Its old place in its level became a tombstone (the ticket changed).
+            enqueue(id, ticket: ticket, level: level)
+            compactIfSparse(level)
         }
-        if running[id] != nil {
-            running[id]?.entry.priority = level
-            return true
-        }
-        return false
+        return true
     }
 
     /// Removes a request, waiting or running. Returns where it was, or nil if absent.
     @discardableResult
     public mutating func remove(_ id: UInt64) -> Placement? {
-        let entry: Entry
+        guard let entry = entries.removeValue(forKey: id) else { return nil }
+        let key = keys.removeValue(forKey: id)
+        let origin = origins.removeValue(forKey: id) ?? ""
         let placement: Placement
-        if let run = running.removeValue(forKey: id) {
-            entry = run.entry
+        if starts.removeValue(forKey: id) != nil {
             placement = .running
-            if usesOrigins { releaseOrigin(entry.origin) }
-        } else if let wait = waiting.removeValue(forKey: id) {
-            entry = wait
-            placement = .waiting
-            compactIfSparse(wait.priority)
+            if usesOrigins { releaseOrigin(origin) }
         } else {
-            return nil
+            placement = .waiting
+            compactIfSparse(entry.priority)
         }
-        if let key = entry.key, var ids = idsByKey[key] {
+        if let key, var ids = idsByKey[key] {
             ids.removeAll { $0 == id }
             idsByKey[key] = ids.isEmpty ? nil : ids
         }
@@ -220,8 +229,10 @@ public struct Scheduler<Key: Hashable> {
     /// Removes every request; returns the running ones in start order, then the waiting ones.
     public mutating func removeAll() -> [UInt64] {
         let (runningIDs, waitingIDs) = snapshot()
-        running = SlotMap()
-        waiting = SlotMap()
+        entries = SlotMap()
+        starts = SlotMap()
+        keys = SlotMap()
+        origins = SlotMap()
         runningPerOrigin = [:]
         levels = [RingDeque](repeating: RingDeque(), count: levels.count)
         idsByKey = [:]
@@ -240,14 +251,16 @@ public struct Scheduler<Key: Hashable> {
 
     /// `takeStartable`, calling `start` with each id in start order instead of making a list.
     public mutating func takeStartable(now: Double = 0, _ start: (UInt64) -> Void) {
-        while !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent,
+        while !isSuspended, maxConcurrent == 0 || running < maxConcurrent,
               let id = nextEligible(now: now) {
-            guard let entry = waiting.removeValue(forKey: id) else { break }
             startSequence += 1
-            running[id] = (startSequence, entry)
-            if usesOrigins { runningPerOrigin[entry.origin, default: 0] += 1 }
+            let sequence = startSequence
+            let needsOrigin = usesOrigins || rateLimit?.perHost == true
+            let origin = needsOrigin ? origins[id] ?? "" : ""
+            starts[id] = sequence
+            if usesOrigins { runningPerOrigin[origin, default: 0] += 1 }
             if let rateLimit {
-                let bucket = rateLimit.perHost ? entry.origin : ""
+                let bucket = rateLimit.perHost ? origin : ""
                 _ = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)].take(now: now)
             }
             start(id)
@@ -256,10 +269,11 @@ public struct Scheduler<Key: Hashable> {
 
     /// When a waiting request held back only by the rate limit can start, or nil when none is.
     public mutating func nextStartTime(now: Double) -> Double? {
-        guard let rateLimit, !isSuspended, maxConcurrent == 0 || running.count < maxConcurrent else { return nil }
+        guard let rateLimit, !isSuspended, maxConcurrent == 0 || running < maxConcurrent else { return nil }
         var earliest: Double?
-        for (_, entry) in waiting where maxPerHost == 0 || runningCount(origin: entry.origin) < maxPerHost {
-            let bucket = rateLimit.perHost ? entry.origin : ""
+        for (id, _) in entries where starts[id] == nil
+            && (maxPerHost == 0 || runningCount(origin: origins[id] ?? "") < maxPerHost) {
+            let bucket = rateLimit.perHost ? origins[id] ?? "" : ""
             let time = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)]
                 .nextToken(now: now)
             earliest = min(earliest ?? time, time)
@@ -273,9 +287,12 @@ public struct Scheduler<Key: Hashable> {
     /// The running ids in start order and the waiting ids in the order they will start (when no
     /// per-host or rate limit holds some back).
     public func snapshot() -> (running: [UInt64], waiting: [UInt64]) {
-        let runningIDs = running.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
+        var started: [(id: UInt64, sequence: UInt64)] = []
+        started.reserveCapacity(running)
+        for (id, sequence) in starts { started.append((id, sequence)) }
+        let runningIDs = started.sorted { $0.sequence < $1.sequence }.map(\.id)
         var waitingIDs: [UInt64] = []
-        waitingIDs.reserveCapacity(waiting.count)
+        waitingIDs.reserveCapacity(waitingCount)
         for level in levels.indices.reversed() {
             for item in levels[level] where isLive(item) { waitingIDs.append(item.id) }
         }
@@ -288,16 +305,23 @@ public struct Scheduler<Key: Hashable> {
         var entry = entry
         nextTicket += 1
         entry.ticket = nextTicket
-        waiting[id] = entry
-        let level = entry.priority - Self.priorities.lowerBound
+        entries[id] = entry
+        enqueue(id, ticket: nextTicket, level: entry.priority)
+    }
+
+    /// Puts the waiting request `id`, under `ticket`, in the level of `priority`.
+    private mutating func enqueue(_ id: UInt64, ticket: UInt64, level priority: Int) {
+        let level = priority - Self.priorities.lowerBound
         switch order {
-        case .fifo: levels[level].pushBack((id, nextTicket))
-        case .lifo: levels[level].pushFront((id, nextTicket))
+        case .fifo: levels[level].pushBack((id, ticket))
+        case .lifo: levels[level].pushFront((id, ticket))
         }
     }
 
+    /// Whether a level's item is a waiting request's place (not a tombstone: the request was
+    /// removed, started, or moved by `setPriority`).
     private func isLive(_ item: (id: UInt64, ticket: UInt64)) -> Bool {
-        waiting[item.id]?.ticket == item.ticket
+        entries[item.id]?.ticket == item.ticket && starts[item.id] == nil
     }
 
     private func originHasRoom(_ origin: String) -> Bool {
@@ -325,8 +349,9 @@ public struct Scheduler<Key: Hashable> {
                 return front.id
             }
             for item in levels[level] where isLive(item) {
-                guard let entry = waiting[item.id], originHasRoom(entry.origin) else { continue }
-                if rateLimit?.perHost == true, !hasToken(entry.origin, now: now) { continue }
+                let origin = origins[item.id] ?? ""
+                guard originHasRoom(origin) else { continue }
+                if rateLimit?.perHost == true, !hasToken(origin, now: now) { continue }
                 if item.id == front.id { _ = levels[level].popFront() }
                 return item.id
             }
@@ -338,7 +363,7 @@ public struct Scheduler<Key: Hashable> {
     private mutating func countOriginsIfTurnedOn(wasOn: Bool) {
         guard usesOrigins, !wasOn else { return }
         runningPerOrigin = [:]
-        for (_, run) in running { runningPerOrigin[run.entry.origin, default: 0] += 1 }
+        for (id, _) in starts { runningPerOrigin[origins[id] ?? "", default: 0] += 1 }
     }
 
     private mutating func releaseOrigin(_ origin: String) {
@@ -349,9 +374,9 @@ public struct Scheduler<Key: Hashable> {
     private mutating func compactIfSparse(_ priority: Int) {
         let level = priority - Self.priorities.lowerBound
         guard levels.indices.contains(level) else { return }
-        if levels[level].count > 64, levels[level].count > 2 * waiting.count {
-            let live = waiting
-            levels[level].retain { live[$0.id]?.ticket == $0.ticket }
+        if levels[level].count > 64, levels[level].count > 2 * waitingCount {
+            let live = entries, starts = starts
+            levels[level].retain { live[$0.id]?.ticket == $0.ticket && starts[$0.id] == nil }
         }
     }
 }

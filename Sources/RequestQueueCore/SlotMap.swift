@@ -19,11 +19,14 @@ public struct SlotMap<Value>: Sequence {
             if id >= UInt64(slots.count) {
                 // An id past `maxID` is not a slot number: never stored (and never found).
                 guard newValue != nil, id <= SlotMap.maxID else { return }
-                slots.append(contentsOf: repeatElement(nil, count: Int(id) + 1 - slots.count))
+                // One nil at a time: ids grow by one as slots are handed out, and appending a
+                // `repeatElement` sequence cost a thousand instructions for that one element.
+                while slots.count <= Int(id) { slots.append(nil) }
             }
             let index = Int(id)
-            if slots[index] == nil, newValue != nil { count += 1 }
-            if slots[index] != nil, newValue == nil { count -= 1 }
+            let had = slots[index] != nil
+            let has = newValue != nil
+            if had != has { count += has ? 1 : -1 }
             slots[index] = newValue
         }
     }
@@ -34,6 +37,15 @@ public struct SlotMap<Value>: Sequence {
         guard id < UInt64(slots.count), let old = slots[Int(id)].take() else { return nil }
         count -= 1
         return old
+    }
+
+    /// Calls `body` with the value of `id` to change in place (no copy, no reference counting);
+    /// returns its result, or nil (calling nothing) when there is no value.
+    @discardableResult
+    public mutating func modify<R>(_ id: UInt64, _ body: (inout Value) -> R) -> R? {
+        guard id < UInt64(slots.count), slots[Int(id)] != nil else { return nil }
+        // The unwrap is of the value just checked to be there.
+        return body(&slots[Int(id)]!)
     }
 
     /// The ids present, in increasing order.
