@@ -157,9 +157,15 @@ import Testing
         let q = try makeQueue(max: 3)
         defer { _ = rq_queue_free(q) }
         let rec = Recorder()
-        for i in 0..<5 { _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.3&group=\(g)&id=\(i)"), tag: "\(i)")) }
+        // The first three are held by the server until the limit is lowered: the last two can
+        // start only under the new limit, whatever the machine's timing.
+        for i in 0..<5 {
+            let path = i < 3 ? "/hold?key=\(g)&n=2&group=\(g)&id=\(i)" : "/delay?s=0.1&group=\(g)&id=\(i)"
+            _ = addAndRelease(q, try rec.request(fixture.url(path), tag: "\(i)"))
+        }
         fixture.waitForLog(group: g) { $0.entries.count == 3 }
-        _ = rq_queue_set_max_concurrent(q, 1)
+        #expect(rq_queue_set_max_concurrent(q, 1) == RQ_OK)
+        _ = fixture.get("/_/release?key=\(g)")
         #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
         #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
         let log = fixture.log(group: g)
