@@ -123,10 +123,12 @@ import Testing
         let q = try makeQueue(max: 1)
         defer { _ = rq_queue_free(q) }
         let rec = Recorder()
-        _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.3&group=\(g)&id=run"), tag: "run"))
+        // "run" is held by the server until the queue is suspended.
+        _ = addAndRelease(q, try rec.request(fixture.url("/hold?key=\(g)&n=2&group=\(g)&id=run"), tag: "run"))
         _ = addAndRelease(q, try rec.request(fixture.url("/delay?s=0.01&group=\(g)&id=wait"), tag: "wait"))
         fixture.waitForLog(group: g) { $0.entries.count == 1 }
-        _ = rq_queue_suspend(q)
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        _ = fixture.get("/_/release?key=\(g)")
         #expect(rec.waitForCompletions(1))
         #expect(rec.completion("run")?.outcome == RQ_OUTCOME_OK)
         #expect(count(q) == 1)
