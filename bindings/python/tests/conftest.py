@@ -160,3 +160,13 @@ def https_server(https_server_process: Server) -> Server:
 def uid() -> str:
     """A fresh id for id= / key= query parameters."""
     return f"t{os.getpid()}-{next(_ids)}"
+
+
+def patch_lib(monkeypatch, wrapper):
+    """Puts `wrapper` in place of the library in every module of the binding that calls it."""
+    from requestqueue import _native as native
+    real = native.lib
+    for name, module in list(sys.modules.items()):
+        if name.startswith("requestqueue.") and getattr(module, "lib", None) is real:
+            monkeypatch.setattr(module, "lib", wrapper)
+    return wrapper

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import collections
 import gc
-import sys
 from typing import Any, Counter
 
 import pytest
 
 import requestqueue as rq
 import requestqueue._native as native
+from conftest import patch_lib
 import requestqueue._runtime as runtime
 
 
@@ -38,12 +38,7 @@ class CallCounter:
 def counter(monkeypatch):
     gc.collect()
     runtime._drain()  # (what earlier tests left to release is not counted)
-    real = native.lib
-    counter = CallCounter(real)
-    for name, module in list(sys.modules.items()):  # every module of the binding that calls the library
-        if name.startswith("requestqueue.") and getattr(module, "lib", None) is real:
-            monkeypatch.setattr(module, "lib", counter)
-    return counter
+    return patch_lib(monkeypatch, CallCounter(native.lib))
 
 
 def per_request(counter: CallCounter) -> Counter[str]:

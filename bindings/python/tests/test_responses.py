@@ -10,7 +10,6 @@ import copy
 import dataclasses
 import gc
 import pickle
-import sys
 import threading
 from typing import Any, Dict, List, Set
 
@@ -21,7 +20,7 @@ import requestqueue._native as native
 import requestqueue._response as response_module
 import requestqueue._runtime as runtime
 
-from conftest import pattern
+from conftest import patch_lib, pattern
 
 LAZY = ("url", "headers", "message", "attempts", "metrics")
 
@@ -63,11 +62,7 @@ class CountingLib:
 
 @pytest.fixture
 def counting(monkeypatch):
-    real = native.lib
-    counting = CountingLib(real)
-    for name, module in list(sys.modules.items()):  # every module of the binding that calls the library
-        if name.startswith("requestqueue.") and getattr(module, "lib", None) is real:
-            monkeypatch.setattr(module, "lib", counting)
+    counting = patch_lib(monkeypatch, CountingLib(native.lib))
     yield counting
     gc.collect()
     runtime._drain()  # (what the collector lets go of is released at the next call into the binding)
