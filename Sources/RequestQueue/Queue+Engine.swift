@@ -26,6 +26,14 @@ extension EngineReport {
         }
     }
 
+    /// The request reported about (none for a rate-limit wake-up).
+    var request: Request? {
+        switch self {
+        case let .attemptEnded(request, _, _), let .failedToStart(request, _, _), let .retryDue(request, _): request
+        case .startDue: nil
+        }
+    }
+
     var isRetryDue: Bool {
         if case .retryDue = self { true } else { false }
     }
@@ -76,17 +84,18 @@ extension Queue {
 
     /// The state's mutation for a report (monitor held).
     private func mutation(for report: EngineReport) -> QueueActions<Request> {
+        if let request = report.request, !holds(request) { return QueueActions() }
         switch report {
         case let .attemptEnded(request, generation, response):
-            state.attemptEnded(request.id, generation: generation, AttemptReport(response),
+            return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
                                retry: request.retry, method: request.method,
                                random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
-            state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
+            return state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
         case let .retryDue(request, generation):
-            state.retryDue(request.id, generation: generation)
+            return state.retryDue(request.id, generation: generation)
         case .startDue:
-            state.startDue(now: Clock.now())
+            return state.startDue(now: Clock.now())
         }
     }
 
@@ -107,9 +116,15 @@ extension Queue {
         return reply
     }
 
+    /// Whether `request` is the one the state knows by its id (monitor held). An id is a handle
+    /// slot, reused once a request is freed: a late report of a freed request's attempt (its abort
+    /// not yet seen by the engine) must not count for the request that took its slot, whose
+    /// generation may well be the same number.
+    private func holds(_ request: Request) -> Bool { state.ref(request.id) === request }
+
     /// Whether `generation` is still the current attempt of a running request.
     func isCurrent(_ request: Request, generation: UInt64) -> Bool {
-        monitor.withLock { state.isCurrent(request.id, generation: generation) }
+        monitor.withLock { holds(request) && state.isCurrent(request.id, generation: generation) }
     }
 
     /// The one path of what a running attempt posts (progress, its head, body chunks): `event`
@@ -121,7 +136,7 @@ extension Queue {
     func post(_ request: Request, generation: UInt64, wantsHead: Bool = false, urgent: Bool = false,
               _ event: (Request) -> Event) -> Bool {
         monitor.withLock {
-            let current = state.forEachRecipient(of: request.id, generation: generation, wantsHead: wantsHead) {
+            let current = holds(request) && state.forEachRecipient(of: request.id, generation: generation, wantsHead: wantsHead) {
                 postLocked(event($0))
             }
             if urgent, eventsOwed > 0 {

@@ -157,6 +157,9 @@ public final class QueueState<Key: Hashable, Ref> {
 
     public func isDetached(_ id: UInt64) -> Bool { records[id]?.detached == true }
 
+    /// What the owner gave for `id` when it was added; nil when `id` is not in the queue.
+    public func ref(_ id: UInt64) -> Ref? { refs[id] }
+
     /// Whether `generation` is the running attempt of the request (reports of it count).
     public func isCurrent(_ id: UInt64, generation: UInt64) -> Bool {
         guard let record = records[id] else { return false }
