@@ -1,5 +1,6 @@
 import CCurl
 import Glibc
+import Synchronization
 
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
@@ -10,9 +11,11 @@ import Glibc
 /// buffer). When that reaches `highWater`, the engine pauses the transfer (libcurl stops reading
 /// the socket), and the delivery asks for it to resume once it dropped to `lowWater`. Shared by
 /// the attempts of one request.
-// @unchecked: `pending`, `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a
-// pthread mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the
-// swift-tsan step would report its accesses as races).
+// @unchecked: `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a pthread
+// mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
+// step would report its accesses as races). `pending` is atomic: it is read without the lock
+// (`backlogged`), and decreased under the lock only (`delivered`), where `resumeWanted` is
+// checked against it, so a resume is never missed.
 final class StreamFlow: @unchecked Sendable {
     /// Memory of undelivered chunks at which a transfer pauses.
     static let highWater = 1 << 20
@@ -23,43 +26,45 @@ final class StreamFlow: @unchecked Sendable {
     static let spareLimit = highWater / StreamChunk.capacity + 2
 
     private let lock = Lock()
-    private var pending = 0
+    private let pending = Atomic<Int>(0)
     private var resumeWanted = false
     /// Delivered full-size chunks, for the engine to fill again; kept only while `recycling`.
     private var spare: [StreamChunk] = []
     private var recycling = false
 
-    /// Engine thread: whether body bytes may be taken now. When not, the caller pauses its
-    /// transfer, and a later `delivered` returns true when it should resume.
-    func mayTake() -> Bool {
-        lock.withLock {
-            if pending >= StreamFlow.highWater {
+    enum Take {
+        case chunk(StreamChunk)
+        /// The undelivered memory reached `highWater`: the caller pauses its transfer, and a
+        /// later `delivered` returns true when it should resume.
+        case full
+        case outOfMemory
+    }
+
+    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
+    /// (a delivered one when there is one), unless the undelivered memory reached `highWater`
+    /// (and not `beyondLimit`).
+    func takeChunk(offset: UInt64, beyondLimit: Bool) -> Take {
+        let taken: (Bool, StreamChunk?) = lock.withLock {
+            if !beyondLimit, pending.load(ordering: .relaxed) >= StreamFlow.highWater {
                 resumeWanted = true
-                return false
+                return (false, nil)
             }
-            return true
+            recycling = true
+            pending.add(StreamChunk.capacity, ordering: .relaxed)
+            return (true, spare.popLast())
         }
+        guard taken.0 else { return .full }
+        guard let chunk = taken.1 ?? StreamChunk(capacity: StreamChunk.capacity) else {
+            _ = delivered(nil, capacity: StreamChunk.capacity)
+            return .outOfMemory
+        }
+        chunk.reset(offset: offset)
+        return .chunk(chunk)
     }
 
     /// Whether the undelivered memory reached half the pause threshold: the delivery should run
     /// now, before the transfer has to pause.
-    var backlogged: Bool { lock.withLock { pending >= StreamFlow.lowWater } }
-
-    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
-    /// (a delivered one when there is one); nil when memory ran out.
-    func emptyChunk(offset: UInt64) -> StreamChunk? {
-        let reused: StreamChunk? = lock.withLock {
-            recycling = true
-            pending += StreamChunk.capacity
-            return spare.popLast()
-        }
-        guard let chunk = reused ?? StreamChunk(capacity: StreamChunk.capacity) else {
-            _ = delivered(nil, capacity: StreamChunk.capacity)
-            return nil
-        }
-        chunk.reset(offset: offset)
-        return chunk
-    }
+    var backlogged: Bool { pending.load(ordering: .relaxed) >= StreamFlow.lowWater }
 
     /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
     /// the full-size buffer can go on filling); nil when memory ran out.
@@ -67,7 +72,7 @@ final class StreamFlow: @unchecked Sendable {
         guard let small = StreamChunk(capacity: chunk.count) else { return nil }
         small.reset(offset: chunk.offset)
         _ = small.fill(chunk.bytes, chunk.count)
-        lock.withLock { pending += small.capacity }
+        pending.add(small.capacity, ordering: .relaxed)
         return small
     }
 
@@ -77,11 +82,11 @@ final class StreamFlow: @unchecked Sendable {
 
     private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
         lock.withLock {
-            pending -= capacity
+            let left = pending.subtract(capacity, ordering: .relaxed).newValue
             if let chunk, recycling, capacity == StreamChunk.capacity, spare.count < StreamFlow.spareLimit {
                 spare.append(chunk)
             }
-            if resumeWanted, pending <= StreamFlow.lowWater {
+            if resumeWanted, left <= StreamFlow.lowWater {
                 resumeWanted = false
                 return true
             }
@@ -115,7 +120,8 @@ final class StreamChunk: @unchecked Sendable {
     static let capacity = 128 << 10
     let bytes: UnsafeMutablePointer<UInt8>
     let capacity: Int
-    private(set) var count = 0
+    /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
+    var count = 0
     /// Position of the first byte in the body of its attempt.
     private(set) var offset: UInt64 = 0
 
