@@ -107,17 +107,25 @@ final class StreamFlow: @unchecked Sendable {
 }
 
 /// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
-/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, and reads while
-/// the socket has data), then posts it to the delivery. Full-size chunks are recycled through the
-/// request's `StreamFlow`.
+/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, from reads of up
+/// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
+/// Full-size chunks are recycled through the request's `StreamFlow`.
 // @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
 // took it back from the flow's spares; the delivering thread only reads it between the post and
 // its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
 // these accesses.
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
-    /// not decoded (CURLOPT_BUFFERSIZE).
-    static let capacity = 128 << 10
+    /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
+    /// when the transfer ends). Measured on 10 MiB bodies (bench/README.md): libcurl's cost goes
+    /// with the number of reads, ours with the number of chunks; at 256 KiB both are below the
+    /// C reference's with libcurl's default 16 KiB.
+    static let capacity = 256 << 10
+    /// libcurl's receive buffer for a streamed body that is decoded. While such a transfer is
+    /// paused, libcurl keeps the decoded rest of the read it was decoding: at most this many
+    /// bytes times the compression ratio (about 1030:1 for gzip at worst: 49 MiB, within the
+    /// 64 MiB that libcurl holds for a paused transfer before failing it).
+    static let decodedReadSize = 48 << 10
     let bytes: UnsafeMutablePointer<UInt8>
     let capacity: Int
     /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)

@@ -342,7 +342,7 @@ final class Transfer {
         // would serialize requests behind a slow response.
         if o.https { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
         // A streamed body: read the connection in pieces of a chunk's size (libcurl still passes at
-        // most 16 KiB to the write callback at a time). Decoding sets 16 KiB again (applyTransport).
+        // most 16 KiB to the write callback at a time). Decoding reads less (applyTransport).
         if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, StreamChunk.capacity) }
         if o.progress { _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0) }
         switch o.method {
