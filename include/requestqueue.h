@@ -946,12 +946,14 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *  - Pieces: the library copies what libcurl passes (at most 16 KiB at a time, valid only
  *    inside libcurl's callback on the queue's engine thread) once, into a buffer of its own, and
  *    gathers into one piece what arrived during one turn of its loop (libcurl reads while the
- *    connection has data): up to 128 KiB. A piece is delivered as soon as that turn ends: it
- *    never waits for more data to arrive. (libcurl's buffer cannot be handed out instead: the
+ *    connection has data: 256 KiB at a time, 16 KiB with content decoding on, the default, see
+ *    RQ_OPTION_DECODE_CONTENT): up to 256 KiB. A piece is delivered as soon as that turn ends:
+ *    it never waits for more data to arrive. (libcurl's buffer cannot be handed out instead:
+ *    libcurl 7.88 reads the next data into the same buffer as soon as its callback returns, the
  *    engine thread must never wait for a callback that runs on another thread, and a paused
  *    transfer has libcurl copy the data it holds anyway.)
  *  - Bounded memory: while about 1 MiB of buffers holding received data waits for delivery (a
- *    piece of 32 KiB or less has a buffer of its own size, a larger one 128 KiB), the transfer
+ *    piece of 64 KiB or less has a buffer of its own size, a larger one 256 KiB), the transfer
  *    is paused (libcurl stops reading the connection and TCP slows the server down) and it resumes
  *    once the callbacks have caught up. A slow callback, or a dispatch-mode host that dispatches
  *    slowly, thus slows the download instead of filling memory. Time spent paused does not count

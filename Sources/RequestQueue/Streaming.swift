@@ -1,5 +1,6 @@
 import CCurl
 import Glibc
+import Synchronization
 
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
@@ -10,9 +11,11 @@ import Glibc
 /// buffer). When that reaches `highWater`, the engine pauses the transfer (libcurl stops reading
 /// the socket), and the delivery asks for it to resume once it dropped to `lowWater`. Shared by
 /// the attempts of one request.
-// @unchecked: `pending`, `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a
-// pthread mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the
-// swift-tsan step would report its accesses as races).
+// @unchecked: `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a pthread
+// mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
+// step would report its accesses as races). `pending` is atomic: it is read without the lock
+// (`backlogged`), and decreased under the lock only (`delivered`), where `resumeWanted` is
+// checked against it, so a resume is never missed.
 final class StreamFlow: @unchecked Sendable {
     /// Memory of undelivered chunks at which a transfer pauses.
     static let highWater = 1 << 20
@@ -23,43 +26,45 @@ final class StreamFlow: @unchecked Sendable {
     static let spareLimit = highWater / StreamChunk.capacity + 2
 
     private let lock = Lock()
-    private var pending = 0
+    private let pending = Atomic<Int>(0)
     private var resumeWanted = false
     /// Delivered full-size chunks, for the engine to fill again; kept only while `recycling`.
     private var spare: [StreamChunk] = []
     private var recycling = false
 
-    /// Engine thread: whether body bytes may be taken now. When not, the caller pauses its
-    /// transfer, and a later `delivered` returns true when it should resume.
-    func mayTake() -> Bool {
-        lock.withLock {
-            if pending >= StreamFlow.highWater {
+    enum Take {
+        case chunk(StreamChunk)
+        /// The undelivered memory reached `highWater`: the caller pauses its transfer, and a
+        /// later `delivered` returns true when it should resume.
+        case full
+        case outOfMemory
+    }
+
+    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
+    /// (a delivered one when there is one), unless the undelivered memory reached `highWater`
+    /// (and not `beyondLimit`).
+    func takeChunk(offset: UInt64, beyondLimit: Bool) -> Take {
+        let taken: (Bool, StreamChunk?) = lock.withLock {
+            if !beyondLimit, pending.load(ordering: .relaxed) >= StreamFlow.highWater {
                 resumeWanted = true
-                return false
+                return (false, nil)
             }
-            return true
+            recycling = true
+            pending.add(StreamChunk.capacity, ordering: .relaxed)
+            return (true, spare.popLast())
         }
+        guard taken.0 else { return .full }
+        guard let chunk = taken.1 ?? StreamChunk(capacity: StreamChunk.capacity) else {
+            _ = delivered(nil, capacity: StreamChunk.capacity)
+            return .outOfMemory
+        }
+        chunk.reset(offset: offset)
+        return .chunk(chunk)
     }
 
     /// Whether the undelivered memory reached half the pause threshold: the delivery should run
     /// now, before the transfer has to pause.
-    var backlogged: Bool { lock.withLock { pending >= StreamFlow.lowWater } }
-
-    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
-    /// (a delivered one when there is one); nil when memory ran out.
-    func emptyChunk(offset: UInt64) -> StreamChunk? {
-        let reused: StreamChunk? = lock.withLock {
-            recycling = true
-            pending += StreamChunk.capacity
-            return spare.popLast()
-        }
-        guard let chunk = reused ?? StreamChunk(capacity: StreamChunk.capacity) else {
-            _ = delivered(nil, capacity: StreamChunk.capacity)
-            return nil
-        }
-        chunk.reset(offset: offset)
-        return chunk
-    }
+    var backlogged: Bool { pending.load(ordering: .relaxed) >= StreamFlow.lowWater }
 
     /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
     /// the full-size buffer can go on filling); nil when memory ran out.
@@ -67,7 +72,7 @@ final class StreamFlow: @unchecked Sendable {
         guard let small = StreamChunk(capacity: chunk.count) else { return nil }
         small.reset(offset: chunk.offset)
         _ = small.fill(chunk.bytes, chunk.count)
-        lock.withLock { pending += small.capacity }
+        pending.add(small.capacity, ordering: .relaxed)
         return small
     }
 
@@ -77,11 +82,11 @@ final class StreamFlow: @unchecked Sendable {
 
     private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
         lock.withLock {
-            pending -= capacity
+            let left = pending.subtract(capacity, ordering: .relaxed).newValue
             if let chunk, recycling, capacity == StreamChunk.capacity, spare.count < StreamFlow.spareLimit {
                 spare.append(chunk)
             }
-            if resumeWanted, pending <= StreamFlow.lowWater {
+            if resumeWanted, left <= StreamFlow.lowWater {
                 resumeWanted = false
                 return true
             }
@@ -102,20 +107,30 @@ final class StreamFlow: @unchecked Sendable {
 }
 
 /// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
-/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, and reads while
-/// the socket has data), then posts it to the delivery. Full-size chunks are recycled through the
-/// request's `StreamFlow`.
+/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, from reads of up
+/// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
+/// Full-size chunks are recycled through the request's `StreamFlow`.
 // @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
 // took it back from the flow's spares; the delivering thread only reads it between the post and
 // its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
 // these accesses.
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
-    /// not decoded (CURLOPT_BUFFERSIZE).
-    static let capacity = 128 << 10
+    /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
+    /// when the transfer ends). Measured on 10 MiB bodies (bench/README.md): libcurl's cost goes
+    /// with the number of reads, ours with the number of chunks; at 256 KiB both are below the
+    /// C reference's with libcurl's default 16 KiB.
+    static let capacity = 256 << 10
+    /// libcurl's receive buffer for a streamed body that is decoded: its default, 16 KiB. While
+    /// such a transfer is paused, libcurl keeps the decoded rest of the read it was decoding: at
+    /// most this many bytes times the compression ratio (about 1030:1 for gzip at worst), and it
+    /// copies that rest again at each resume. Measured with 256 MiB of gzip-compressed zeros and
+    /// a slow callback: peak RSS 64 MiB with 16 KiB reads, 125 MiB with 48 KiB reads.
+    static let decodedReadSize = 16 << 10
     let bytes: UnsafeMutablePointer<UInt8>
     let capacity: Int
-    private(set) var count = 0
+    /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
+    var count = 0
     /// Position of the first byte in the body of its attempt.
     private(set) var offset: UInt64 = 0
 

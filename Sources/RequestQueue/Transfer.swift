@@ -67,6 +67,12 @@ final class Transfer {
     /// engine's turn (`postFilledChunk`) or before a pause, so that what arrived never waits for
     /// more.
     private var chunk: StreamChunk?
+    /// The fast path of `bodyData`: where the next byte of `chunk` goes, and how many more bytes
+    /// it takes (its free room, within the maximum response size). Open (`fillRoom` > 0) only
+    /// while `chunk` holds bytes of this turn of the engine, so is registered to be posted at its
+    /// end (`Engine.filling`); `syncFill` brings `chunk.count` up to date and closes it.
+    private var fillNext: UnsafeMutablePointer<UInt8>?
+    private var fillRoom = 0
     /// Whether the write callback paused the transfer, waiting for the delivery to catch up. A
     /// paused handle holds libcurl's buffered data: it is never reused.
     private(set) var paused = false
@@ -235,6 +241,8 @@ final class Transfer {
             flow.stopRecycling()
         }
         chunk = nil
+        fillNext = nil
+        fillRoom = 0
         request = nil
     }
 
@@ -334,7 +342,7 @@ final class Transfer {
         // would serialize requests behind a slow response.
         if o.https { _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
         // A streamed body: read the connection in pieces of a chunk's size (libcurl still passes at
-        // most 16 KiB to the write callback at a time). Decoding sets 16 KiB again (applyTransport).
+        // most 16 KiB to the write callback at a time). Decoding reads less (applyTransport).
         if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, StreamChunk.capacity) }
         if o.progress { _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0) }
         switch o.method {
@@ -516,6 +524,16 @@ final class Transfer {
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
     /// `ccurl_writefunc_pause` to pause it (libcurl keeps the bytes and passes them again later).
     private func bodyData(_ data: UnsafeMutablePointer<CChar>, _ size: Int) -> Int {
+        // A streamed body's piece that fits in the chunk being filled (most of them): copied,
+        // and nothing else (no lock, no reference counting).
+        if size <= fillRoom, sink == .callback, let next = fillNext {
+            UnsafeMutableRawPointer(next).copyMemory(from: data, byteCount: size)
+            fillNext = next + size
+            fillRoom -= size
+            streamed += UInt64(size)
+            received += Int64(size)
+            return size
+        }
         guard let request else { return 0 }
         if sink == .undecided, !decideSink(request) { return 0 }
         let limit = request.maxResponseSize
@@ -526,21 +544,39 @@ final class Transfer {
         switch sink {
         case .callback:
             guard let flow = request.flow else { return 0 }
-            if !flow.mayTake() {
-                // What was gathered goes out first: its delivery is what resumes the transfer.
-                postFilledChunk()
-                paused = true
-                return ccurl_writefunc_pause
+            syncFill()
+            // A piece that does not fit in the chunk being filled needs an empty one. When the
+            // undelivered chunks reached the flow's limit, the transfer pauses here, before any
+            // byte of the piece was taken (libcurl passes it again on resuming).
+            var fresh: StreamChunk?
+            if size > (chunk.map { $0.capacity - $0.count } ?? 0) {
+                switch flow.takeChunk(offset: streamed, beyondLimit: false) {
+                case .chunk(let empty):
+                    fresh = empty
+                case .full:
+                    // What was gathered goes out first: its delivery is what resumes the transfer.
+                    postFilledChunk()
+                    paused = true
+                    return ccurl_writefunc_pause
+                case .outOfMemory:
+                    outOfMemory = true
+                    return 0
+                }
             }
             // One copy, into a recycled chunk; the pieces of one turn of the engine share it.
             var taken = 0
             while taken < size {
                 if chunk == nil {
-                    guard let empty = flow.emptyChunk(offset: streamed) else {
+                    if let empty = fresh {
+                        chunk = empty
+                        fresh = nil
+                    } else if case .chunk(let empty) = flow.takeChunk(offset: streamed, beyondLimit: true) {
+                        // (A piece larger than a chunk: libcurl passes at most 16 KiB, less than one.)
+                        chunk = empty
+                    } else {
                         outOfMemory = true
                         return 0
                     }
-                    chunk = empty
                 }
                 guard let current = chunk else { return 0 }
                 if current.count == 0 {
@@ -552,6 +588,15 @@ final class Transfer {
                 streamed += UInt64(n)
                 if current.isFull { postFilledChunk() }
             }
+            if let fresh { _ = flow.delivered(fresh) }
+            received += Int64(size)
+            // The next pieces that fit take the fast path above.
+            if let current = chunk, current.count > 0 {
+                fillNext = current.bytes + current.count
+                fillRoom = current.capacity - current.count
+                if limit > 0 { fillRoom = Int(clamping: min(UInt64(fillRoom), limit - UInt64(received))) }
+            }
+            return size
         case .file:
             if let error = file?.write(data, size) {
                 fileError = error
@@ -584,6 +629,7 @@ final class Transfer {
     /// copy of its own size, and the full-size buffer goes on filling: flow control counts the
     /// memory of the chunks, which would otherwise be mostly empty.
     func postFilledChunk() {
+        syncFill()
         guard let current = chunk, current.count > 0, let request, let flow = request.flow else { return }
         let posted: StreamChunk
         if current.count <= StreamChunk.capacity / 4, let small = flow.copy(of: current) {
@@ -594,6 +640,14 @@ final class Transfer {
             chunk = nil
         }
         if !engine.postChunk(request, generation, posted, urgent: flow.backlogged) { _ = flow.delivered(posted) }
+    }
+
+    /// Brings the count of the chunk being filled up to date with the fast path's copies (see
+    /// `fillNext`), and closes the fast path.
+    private func syncFill() {
+        if let next = fillNext, let current = chunk { current.count = next - current.bytes }
+        fillNext = nil
+        fillRoom = 0
     }
 
     /// Engine thread: resumes a transfer paused by its write callback.

@@ -397,8 +397,8 @@ extension Transfer {
             // "" = every encoding this libcurl decodes (gzip, deflate, br, zstd on Debian's).
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, "")
             // While a streamed transfer is paused, libcurl keeps the decoded rest of its last read:
-            // read 16 KiB at a time (libcurl's default) to bound it.
-            if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, 16384) }
+            // smaller reads bound it (StreamChunk.decodedReadSize).
+            if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, StreamChunk.decodedReadSize) }
         } else {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         }

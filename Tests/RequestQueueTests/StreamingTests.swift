@@ -59,6 +59,23 @@ import Testing
         #expect(r.starts == 1)
     }
 
+    /// The maximum response size cuts a streamed body at the limit, wherever it falls in a piece
+    /// or a chunk (no Content-Length announces the size: the streamed bytes are counted), and a
+    /// body of exactly the limit passes whole.
+    @Test(arguments: [1, 300_001, 600_000])
+    func theMaximumResponseSizeCutsAStreamedBody(limit: Int) throws {
+        let (cut, s, _) = try run("/bytes?n=1000000&chunked=1&chunk=10000") { r in
+            _ = rq_request_set_max_response_size(r, UInt64(limit))
+        }
+        #expect(cut.outcome == RQ_OUTCOME_RESPONSE_TOO_LARGE)
+        #expect(s.count <= UInt64(limit) && s.contiguous && s.matchesPattern)
+        let (fits, f, _) = try run("/bytes?n=\(limit)&chunked=1&chunk=10000") { r in
+            _ = rq_request_set_max_response_size(r, UInt64(limit))
+        }
+        #expect(fits.outcome == RQ_OUTCOME_OK)
+        #expect(f.bytes == FixturePattern.bytes(0, limit))
+    }
+
     @Test func returningNonZeroCancelsAndStopsTheChunks() throws {
         let rec = Recorder()
         rec.streams.onChunk = { _, _ in 1 }
