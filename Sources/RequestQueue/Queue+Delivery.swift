@@ -168,8 +168,10 @@ extension Queue {
         if let free = request.contextFree { free(request.context) }
     }
 
-    /// Dispatch mode, when an event is taken: makes the descriptor unreadable once nothing is
-    /// pending. (`eventFDLock`: a write decided before is done before this read.)
+    /// Dispatch mode, at the end of a `dispatch`: makes the descriptor unreadable when nothing is
+    /// pending. (`eventFDLock`: a write decided before is done before this read. Done after the
+    /// callbacks rather than when the last event is taken: the host, woken by the engine's write,
+    /// would find the engine still holding that lock, and both would make futex calls.)
     private func resetEventFDLocked() {
         guard pending.isEmpty, eventFDSignalled else { return }
         eventFDSignalled = false
@@ -188,11 +190,11 @@ extension Queue {
                 let next: Event? = monitor.withLock {
                     if ran > 0 { delivered(1) }
                     let event = pending.popFront()
-                    resetEventFDLocked()
+                    if event == nil { resetEventFDLocked() }
                     return event
                 }
                 guard let event = next else {
-                    drained = true  // the last event's delivered(1) is done
+                    drained = true  // the last event's delivered(1) and the reset are done
                     return
                 }
                 run(event)
@@ -200,7 +202,12 @@ extension Queue {
                 engine.flushDeferredWakeIfDue()
             }
         }
-        if ran > 0, !drained { monitor.withLock { delivered(1) } }
+        if !drained {
+            monitor.withLock {
+                if ran > 0 { delivered(1) }
+                resetEventFDLocked()
+            }
+        }
         return ran
     }
 
