@@ -117,10 +117,14 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Wakes the engine if it is about to wait or waiting and nobody woke it yet; called after an
-    /// append to the inbox (the order `waitForWork`'s proof needs).
+    /// append to the inbox (the order `waitForWork`'s proof needs). Not when the inbox is empty:
+    /// the engine took the commands (it takes them only after a wait returns), and a wake-up now
+    /// would end its next wait for nothing (the end of a batch of callbacks often comes after the
+    /// engine, awake, took the adds of the batch and started polling for their responses).
     private func wakeIfWaiting() {
         var state = wakeState.load(ordering: .acquiring)
         while state == Engine.polling || state == Engine.sleeping {
+            if inboxLock.withLock({ inbox.isEmpty }) { return }
             let (exchanged, found) = wakeState.compareExchange(expected: state, desired: Engine.woken,
                                                                ordering: .acquiringAndReleasing)
             if !exchanged {
