@@ -595,7 +595,9 @@ RQ_API void rq_snapshot_free(rq_request **requests);
 RQ_API rq_result rq_queue_cancel_all(rq_queue *queue);
 
 /** Dispatch mode: writes a file descriptor that is readable while callbacks are ready to run (see
- *  "Batching" above: the engine may hold a batch back for at most 1 ms).
+ *  "Batching" above: the engine may hold a batch back for at most 1 ms). `rq_queue_dispatch`
+ *  makes it unreadable when it returns with no callback left (while it runs callbacks, it may
+ *  still read as readable: another thread polling it then finds nothing to dispatch).
  *  It belongs to the queue (do not read, write or close it) and is valid until `rq_queue_free`.
  *  Errors: RQ_ERR_WRONG_DELIVERY for a threaded queue. */
 RQ_API rq_result rq_queue_get_fd(rq_queue *queue, int *out_fd);

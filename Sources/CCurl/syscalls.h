@@ -9,6 +9,9 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
+#include <semaphore.h>
+#include <time.h>
 
 extern char **environ;
 
@@ -33,6 +36,28 @@ static inline int ccurl_environment_names_proxy(void) {
 
 /* A non-blocking, close-on-exec eventfd, or -1. */
 static inline int ccurl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/* glibc 2.30 and later; declared here because <semaphore.h> shows it only to _GNU_SOURCE. */
+extern int sem_clockwait(sem_t *sem, clockid_t clock, const struct timespec *abstime);
+
+/* Waits for a post of `sem` for at most `ms` milliseconds on the monotonic clock (a change of the
+ * wall clock neither shortens nor prolongs it). 0 after a post, else -1 (timed out). */
+static inline int ccurl_sem_wait_ms(sem_t *sem, long ms) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    for (;;) {
+        if (sem_clockwait(sem, CLOCK_MONOTONIC, &deadline) == 0)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
 
 /* Bytes received plus bytes sent and acknowledged on the TCP socket `fd` (struct tcp_info,
  * Linux 4.1 and later), TLS records and partial header lines included; -1 when unknown. One

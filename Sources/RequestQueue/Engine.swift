@@ -9,9 +9,9 @@ private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
 /// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
 /// transfers that are running: the queue decides what starts; the engine reports what ended.
 /// Other threads talk to it through `send`, which wakes it up.
-// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `wakeState` atomic; `deferredWakeSince`
-// only on the thread delivering a batch; `thread` set in init, read only to join it; the rest on
-// the engine thread only.
+// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `multiGone` under `multiLock`;
+// `wakeState` atomic; `idleWake` is a semaphore; `deferredWakeSince` only on the thread delivering
+// a batch; `thread` set in init, read only to join it; the rest on the engine thread only.
 final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)
@@ -31,10 +31,19 @@ final class Engine: @unchecked Sendable {
     private var stopped = false
     /// Whether a `send` must wake the engine thread: `awake` while it runs (it reads its inbox
     /// before it waits again), `polling` from just before its last look at the inbox until it
-    /// returns from `curl_multi_poll`, `woken` once a sender has called `curl_multi_wakeup` in
-    /// that interval. See `send` and `waitForWork` for why no wake-up is lost.
+    /// returns from `curl_multi_poll`, `sleeping` likewise around its wait on `idleWake` (when
+    /// libcurl has no transfer), `woken` once a sender has woken it in that interval. See
+    /// `send` and `waitForWork` for why no wake-up is lost.
     private let wakeState = Atomic<UInt8>(Engine.awake)
-    private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2
+    private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2, sleeping: UInt8 = 3
+    /// What an engine with no transfer in libcurl waits on: a post is two futex calls at most
+    /// (none when it comes before the wait), where `curl_multi_wakeup` is a `sendto` and the
+    /// poll's two `recvfrom` to drain libcurl's socket pair.
+    private let idleWake = Wakeup()
+    /// Taken around `curl_multi_wakeup`, which a sender calls after releasing `inboxLock` (the
+    /// engine, woken, takes that lock at once), and around the shutdown's `curl_multi_cleanup`.
+    private let multiLock = Lock()
+    private var multiGone = false
     /// The thread running a batch of this queue's callbacks defers its wake-ups to the end of the
     /// batch (`deferringWakeUps`): since when one is owed (0 when none). Only that thread uses it,
     /// and the queue runs one batch at a time.
@@ -53,6 +62,9 @@ final class Engine: @unchecked Sendable {
     /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
     private var sockets: [Int: Int32] = [:]
     private var socketKeys: [Int32: Int] = [:]
+    /// Transfers started in this turn of the loop: when every running transfer is one of them,
+    /// none can have a response ready yet, and the batching's look at the sockets is skipped.
+    private var startedThisTurn = 0
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
     /// Whether the environment names a proxy, read by the first attempt that starts in a turn of
@@ -81,33 +93,54 @@ final class Engine: @unchecked Sendable {
         self.thread = thread
     }
 
-    /// Hands a command to the engine thread. Wakes it (a write to libcurl's wake-up socket) only
-    /// when it is about to block or blocked in `curl_multi_poll` and no other sender has woken it
-    /// yet: an awake engine, the engine thread itself included, reads its inbox before it waits,
-    /// and one wake-up serves every command sent until the engine returns from its poll.
+    /// Hands a command to the engine thread. Wakes it only when it is about to block or blocked
+    /// (`polling`, `sleeping`) and no other sender has woken it yet: an awake engine, the engine
+    /// thread itself included, reads its inbox before it waits, and one wake-up serves every
+    /// command sent until the engine returns from its wait. The wake-up comes after the inbox
+    /// lock is released: the woken engine takes that lock first, and would find it held.
     /// A thread running a batch of callbacks wakes the engine once, at the end of the batch.
     func send(_ command: Command) {
         let deferring = pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque()
-        inboxLock.withLock {
+        let appended: Bool = inboxLock.withLock {
             // After the shutdown the multi handle is gone: a late command (a cancel racing
             // rq_queue_free, say) has nothing left to act on.
-            guard !stopped else { return }
+            guard !stopped else { return false }
             inbox.append(command)
-            if !deferring { wakeIfPollingLocked() }
+            return true
         }
-        if deferring, deferredWakeSince == 0 { deferredWakeSince = Clock.now() }
-    }
-
-    /// Under `inboxLock`, so that the shutdown cannot free the multi handle meanwhile.
-    private func wakeIfPollingLocked() {
-        if !stopped, wakeState.load(ordering: .acquiring) == Engine.polling,
-           wakeState.compareExchange(expected: Engine.polling, desired: Engine.woken,
-                                     ordering: .acquiringAndReleasing).exchanged {
-            curl_multi_wakeup(multi)
+        guard appended else { return }
+        if !deferring {
+            wakeIfWaiting()
+        } else if deferredWakeSince == 0 {
+            deferredWakeSince = Clock.now()
         }
     }
 
-    private func wakeIfPolling() { inboxLock.withLock { wakeIfPollingLocked() } }
+    /// Wakes the engine if it is about to wait or waiting and nobody woke it yet; called after an
+    /// append to the inbox (the order `waitForWork`'s proof needs). Not when the inbox is empty:
+    /// the engine took the commands (it takes them only after a wait returns), and a wake-up now
+    /// would end its next wait for nothing (the end of a batch of callbacks often comes after the
+    /// engine, awake, took the adds of the batch and started polling for their responses).
+    private func wakeIfWaiting() {
+        var state = wakeState.load(ordering: .acquiring)
+        while state == Engine.polling || state == Engine.sleeping {
+            if inboxLock.withLock({ inbox.isEmpty }) { return }
+            let (exchanged, found) = wakeState.compareExchange(expected: state, desired: Engine.woken,
+                                                               ordering: .acquiringAndReleasing)
+            if !exchanged {
+                state = found
+                continue
+            }
+            if state == Engine.sleeping {
+                idleWake.post()
+            } else {
+                // The engine may have returned from its poll meanwhile (its timeout) and be
+                // shutting down: the lock keeps the multi handle until the wake-up is written.
+                multiLock.withLock { if !multiGone { curl_multi_wakeup(multi) } }
+            }
+            return
+        }
+    }
 
     /// Runs `body` (a batch of this queue's callbacks, on the delivering thread) with the wake-ups
     /// of its sends held back: the commands wait in the inbox, and one wake-up at the end, or
@@ -120,7 +153,7 @@ final class Engine: @unchecked Sendable {
         pthread_setspecific(Engine.deferringKey, previous)
         if deferredWakeSince != 0 {
             deferredWakeSince = 0
-            wakeIfPolling()
+            wakeIfWaiting()
         }
     }
 
@@ -129,7 +162,7 @@ final class Engine: @unchecked Sendable {
     func flushDeferredWakeIfDue() {
         if deferredWakeSince != 0, Clock.now() - deferredWakeSince >= 0.001 {
             deferredWakeSince = 0
-            wakeIfPolling()
+            wakeIfWaiting()
         }
     }
 
@@ -162,6 +195,7 @@ final class Engine: @unchecked Sendable {
         while true {
             inboxLock.withLock { swap(&inbox, &commands) }
             proxyInEnvironment = nil
+            startedThisTurn = 0
             defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {
@@ -178,7 +212,10 @@ final class Engine: @unchecked Sendable {
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
                     pool.removeAll()
-                    curl_multi_cleanup(multi)
+                    multiLock.withLock {
+                        multiGone = true
+                        curl_multi_cleanup(multi)
+                    }
                     return
                 case let .resume(request):
                     request.transfer?.unpause()
@@ -188,6 +225,9 @@ final class Engine: @unchecked Sendable {
             postFilledChunks()
             readFinished()
             let now = Clock.now()
+            // Events owed for 1 ms go to the delivery now, whatever this turn does next: an engine
+            // that always finds a command (the next start of a busy queue) never gets to block.
+            if queue.eventsOwed > 0, queue.eventsOwedAreDue(now: now) { queue.signalOwedEvents() }
             var due: [(deadline: Double, request: Request, generation: UInt64)] = []
             timers.removeAll { timer in
                 if timer.deadline <= now { due.append(timer); return true }
@@ -218,9 +258,11 @@ final class Engine: @unchecked Sendable {
             if inboxLock.withLock({ !inbox.isEmpty }) { continue }
             if queue.eventsOwed > 0 {
                 // Events this thread posted wait for the delivery: deliver them in batches while
-                // more work is ready, and before this thread blocks.
+                // more work is ready, and before this thread blocks. (Nothing is ready when every
+                // running transfer, if any, has just sent its request: no look then, which at
+                // K = 1 is a poll per request.)
                 var ready: Int32 = 0
-                if !queue.eventsOwedAreDue(now: now) {
+                if running.count > startedThisTurn, !queue.eventsOwedAreDue(now: now) {
                     curl_multi_poll(multi, nil, 0, 0, &ready)
                 }
                 if ready > 0 { continue }
@@ -230,27 +272,38 @@ final class Engine: @unchecked Sendable {
         }
     }
 
-    /// Blocks in `curl_multi_poll` until a socket is ready, the timeout passes or a sender wakes
-    /// the engine, unless a command arrived meanwhile.
+    /// Blocks until a socket is ready, the timeout passes or a sender wakes the engine, unless a
+    /// command arrived meanwhile: in `curl_multi_poll`, or, when libcurl has no transfer (no
+    /// socket to watch, no timer of its own), on `idleWake`.
     ///
     /// No command is left in the inbox while the engine blocks. Suppose a sender's command were,
-    /// in a poll that nothing ends. The look at the inbox before that poll did not see it, so the
-    /// look came before the sender's append in the inbox lock's order; the store of `polling`
-    /// (before the look) thus happens before the sender's read of `wakeState` (after its append),
-    /// and the sender reads `polling` or a later value. The engine stores nothing more until the
-    /// poll returns, so a later value can only be `woken`, from the one sender whose exchange from
-    /// `polling` succeeded and which then calls `curl_multi_wakeup`. Either way a wake-up is
-    /// written after the store of `polling`, and it ends the poll even when written before the
-    /// poll starts: the byte stays in libcurl's wake-up socket until a poll drains it, and nothing
-    /// between the store and this poll does (the zero-timeout poll of the batching comes before).
-    /// A contradiction: the wake-up ends the poll, and the loop then takes the command.
+    /// in a wait that nothing ends. The look at the inbox before that wait did not see it, so the
+    /// look came before the sender's append in the inbox lock's order; the store of `polling` or
+    /// `sleeping` (before the look) thus happens before the sender's read of `wakeState` (after
+    /// its append, and the release of the lock), and the sender reads that value or a later one.
+    /// The engine stores nothing more until the wait returns, so a later value can only be
+    /// `woken`, from the one sender whose exchange from the stored value succeeded and which then
+    /// wakes the wait that value names: `curl_multi_wakeup` for `polling`, a post of `idleWake`
+    /// for `sleeping` (a sender that read the stored value tries the exchange until it succeeds
+    /// or reads `woken`). Either way a wake-up is made after the store, and it ends the wait even
+    /// when made before the wait starts: the byte stays in libcurl's wake-up socket until a poll
+    /// drains it, the post in the semaphore until a wait takes it, and nothing between the store
+    /// and the wait does (the zero-timeout poll of the batching comes before). A contradiction:
+    /// the wake-up ends the wait, and the loop then takes the command. (The multi handle a late
+    /// `curl_multi_wakeup` writes to is kept by `multiLock` until the shutdown frees it.)
     private func waitForWork(timeoutMs: Int32) {
-        wakeState.store(Engine.polling, ordering: .sequentiallyConsistent)
+        let idle = running.isEmpty
+        wakeState.store(idle ? Engine.sleeping : Engine.polling, ordering: .sequentiallyConsistent)
         if inboxLock.withLock({ inbox.isEmpty }) {
-            curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+            if idle {
+                idleWake.wait(milliseconds: timeoutMs)
+            } else {
+                curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+            }
         }
-        // A wake-up written after the poll returned, or for a command seen above, is left in the
-        // socket: it only ends the next poll early, and the engine then finds nothing new.
+        // A wake-up made after the wait returned, or for a command seen above, is left in the
+        // socket or the semaphore: it only ends a later wait early, and the engine then finds
+        // nothing new.
         wakeState.store(Engine.awake, ordering: .sequentiallyConsistent)
     }
 
@@ -279,6 +332,7 @@ final class Engine: @unchecked Sendable {
         }
         transfer.slot = running.count
         running.append(transfer)
+        startedThisTurn += 1
         request.transfer = transfer
     }
 

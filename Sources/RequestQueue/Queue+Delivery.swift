@@ -49,6 +49,7 @@ extension Queue {
             }
             guard !eventFDSignalled, !pending.isEmpty else { return false }
             eventFDSignalled = true
+            eventFDWrites.wrappingAdd(1, ordering: .relaxed)
             eventFDLock.acquire()
             return true
         }
@@ -71,8 +72,9 @@ extension Queue {
             }
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
+            eventFDWrites.wrappingAdd(1, ordering: .relaxed)
             var one: UInt64 = 1
-            _ = write(eventFD, &one, 8)
+            eventFDLock.withLock { _ = write(eventFD, &one, 8) }
         }
     }
 
@@ -168,13 +170,27 @@ extension Queue {
         if let free = request.contextFree { free(request.context) }
     }
 
-    /// Dispatch mode, when an event is taken: makes the descriptor unreadable once nothing is
-    /// pending. (`eventFDLock`: a write decided before is done before this read.)
-    private func resetEventFDLocked() {
-        guard pending.isEmpty, eventFDSignalled else { return }
+    /// Dispatch mode, at the end of a `dispatch` (monitor held): when nothing is pending and the
+    /// descriptor was written, the count of writes decided so far, for `endEventFDReset`, which
+    /// makes the descriptor unreadable after the monitor is released. Done after the callbacks
+    /// rather than when the last event is taken: the host, woken by the engine's write, would
+    /// find the engine still holding `eventFDLock`, and both would make futex calls.
+    private func beginEventFDResetLocked() -> Int? {
+        guard pending.isEmpty, eventFDSignalled else { return nil }
         eventFDSignalled = false
-        var value: UInt64 = 0
-        eventFDLock.withLock { _ = read(eventFD, &value, 8) }
+        return eventFDWrites.load(ordering: .relaxed)
+    }
+
+    /// Reads the descriptor under `eventFDLock` (the writes decided before are done), unless a
+    /// write was decided since: events are pending again, the descriptor must stay readable, and
+    /// that write, maybe done already, must not be taken. (A write decided after this look waits
+    /// for the lock, so it comes after the read.)
+    private func endEventFDReset(writes: Int) {
+        eventFDLock.withLock {
+            guard eventFDWrites.load(ordering: .relaxed) == writes else { return }
+            var value: UInt64 = 0
+            _ = read(eventFD, &value, 8)
+        }
     }
 
     /// Dispatch mode: runs up to `limit` pending events (0 = those pending now).
@@ -182,25 +198,25 @@ extension Queue {
         dispatchLock.lock()
         defer { dispatchLock.unlock() }
         let count = limit > 0 ? limit : monitor.withLock { pending.count }
-        var ran = 0, drained = false
+        var ran = 0
         engine.deferringWakeUps {
-            while ran < count {
+            var reset: Int?
+            while true {
                 let next: Event? = monitor.withLock {
                     if ran > 0 { delivered(1) }
-                    let event = pending.popFront()
-                    resetEventFDLocked()
+                    let event = ran < count ? pending.popFront() : nil
+                    if event == nil { reset = beginEventFDResetLocked() }
                     return event
                 }
-                guard let event = next else {
-                    drained = true  // the last event's delivered(1) is done
-                    return
-                }
+                guard let event = next else { break }
                 run(event)
                 ran += 1
                 engine.flushDeferredWakeIfDue()
             }
+            // Before the engine is woken for the adds of these callbacks: it would find this
+            // thread in the read.
+            if let writes = reset { endEventFDReset(writes: writes) }
         }
-        if ran > 0, !drained { monitor.withLock { delivered(1) } }
         return ran
     }
 

@@ -2,6 +2,7 @@ import CCurl
 import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 /// A queue at run time: the requests' lifecycle (`QueueState` in Core) under one monitor, an
 /// engine thread running the transfers on libcurl, and the delivery of callbacks (threaded or
@@ -59,11 +60,13 @@ final class Queue: @unchecked Sendable {
     let eventFD: Int32
     /// Dispatch mode: whether `eventFD` was written and not read since. The engine writes it after
     /// releasing the monitor (`signalOwedEvents`), holding `eventFDLock` from before the release to
-    /// the end of the write; a reader takes that lock for its read (`resetEventFDLocked`), so that
+    /// the end of the write; a reader takes that lock for its read (`endEventFDReset`), so that
     /// it never reads before a write it has seen decided (which would leave the descriptor
-    /// readable with nothing pending).
+    /// readable with nothing pending), and skips the read when a write was decided after the
+    /// reset (`eventFDWrites`, counted under the monitor), which it must not take.
     var eventFDSignalled = false
     let eventFDLock = Lock()
+    let eventFDWrites = Atomic<Int>(0)
     let dispatchLock = Monitor()
     /// Threaded mode: the thread that runs the callbacks, waiting on `deliveryWake` when idle.
     /// It sets `deliveryWaiting` before it waits; whoever clears it owes the wait its one post.

@@ -1,3 +1,4 @@
+import CCurl
 import Glibc
 
 /// A mutex with a condition variable (pthread), for state shared between the caller's threads,
@@ -69,6 +70,9 @@ final class Wakeup: @unchecked Sendable {
 
     /// Returns after a post (its own, or one made before).
     func wait() { while sem_wait(semaphore) != 0 {} }
+
+    /// Returns after a post, or after `milliseconds` (monotonic clock) without one.
+    func wait(milliseconds: Int32) { _ = ccurl_sem_wait_ms(semaphore, Int(max(0, milliseconds))) }
 }
 
 /// The library's locks are held for short sections by two or three threads at once (a caller, the

@@ -9,6 +9,9 @@
  * the test would hang there. It runs in both delivery modes and checks that every request
  * completes, with status 200 and the right body, and (with_fixture.py) that the server saw each
  * exactly once. A watchdog turns a hang into a failure that says how many completed.
+ * Then an engine with nothing running, and no add to wake it, must wake up for its own timers:
+ * the rate limit's next start, a retry's delay (an idle engine waits on a semaphore with the
+ * nearest deadline as its timeout; a wait that missed it would hang the test).
  * Then, with a single file descriptor left to the process (too few for libcurl's wake-up socket
  * pair), rq_queue_new must either fail with RQ_ERR_SYSTEM or give a queue whose engine can be
  * woken: a request added to it once descriptors are back completes.
@@ -115,6 +118,53 @@ static void run(rq_delivery delivery, const char *name) {
     printf("%s: %d requests completed\n", name, TOTAL);
 }
 
+static atomic_int timed_done, timed_failed;
+
+static void on_timed_done(void *context, rq_request *request, const rq_response *response) {
+    size_t size = 0;
+    (void)context;
+    (void)request;
+    rq_response_body(response, &size);
+    if (rq_response_outcome(response) != RQ_OUTCOME_OK || rq_response_status(response) != 200 || size != 16) {
+        fprintf(stderr, "idle timers: a request failed: %s (status %d)\n", rq_response_error_message(response),
+                rq_response_status(response));
+        atomic_fetch_add(&timed_failed, 1);
+    }
+    atomic_fetch_add(&timed_done, 1);
+}
+
+/* One start per 50 ms, one at a time: after each completion the engine has nothing running and
+ * sleeps until the next token; then a request whose first attempt loses its connection, retried
+ * after 50 ms with nothing else running. Nothing but the engine's own timeouts ends those waits. */
+static void run_idle_timers(void) {
+    enum { RATED = 6 };
+    rq_queue *q;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 1));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    CHECK_OK(rq_queue_set_rate_limit(q, 1, 0.05, 0));
+    for (int i = 0; i <= RATED; i++) {
+        char *url = i < RATED ? rqt_url(base, "/bytes?n=16&wakeup=rate-%d", i)
+                              : rqt_url(base, "/flaky?key=wakeup-retry&fail=1&mode=reset&n=16");
+        rq_request *request;
+        CHECK_OK(rq_request_new(url, &request));
+        CHECK_OK(rq_request_set_completion(request, on_timed_done, NULL, NULL));
+        if (i == RATED) {
+            CHECK_OK(rq_request_set_retry(request, 1));
+            CHECK_OK(rq_request_set_retry_delay(request, 0.05));
+        }
+        CHECK_OK(rq_add(q, request));
+        CHECK_OK(rq_request_free(request));
+        free(url);
+    }
+    WAIT_FOR(atomic_load(&timed_done) == RATED + 1,
+             "idle timers: %d of %d requests completed (an idle engine missed its timer)",
+             atomic_load(&timed_done), RATED + 1);
+    CHECK(atomic_load(&timed_failed) == 0, "idle timers: %d requests failed", atomic_load(&timed_failed));
+    CHECK_OK(rq_queue_free(q));
+    printf("idle timers: %d requests completed\n", RATED + 1);
+}
+
 static atomic_int short_done;
 
 static void on_short_done(void *context, rq_request *request, const rq_response *response) {
@@ -168,6 +218,7 @@ int main(int argc, char **argv) {
     run(RQ_DELIVERY_THREADED, "threaded");
     mode_index = 1;
     run(RQ_DELIVERY_DISPATCH, "dispatch");
+    run_idle_timers();
     run_with_one_descriptor_left();
     printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
