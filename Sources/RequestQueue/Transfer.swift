@@ -60,6 +60,13 @@ final class Transfer {
     private var sink = Sink.undecided
     /// The status of the current response, from its status line; -1 when that was not HTTP.
     private var status = 0
+    /// The HTTP version of that status line when it is "HTTP/1.0" or "HTTP/1.1" (10, 11); 0 for
+    /// any other (libcurl is asked then: see `response`).
+    private var statusVersion: Int32 = 0
+    /// Status lines received by this attempt, and libcurl's Content-Length of the response that
+    /// was the `lengthRead.response`th when `reserveBody` read it (-1: none read).
+    private var responses = 0
+    private var lengthRead: (response: Int, length: curl_off_t) = (-1, -1)
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
     private var streamed: UInt64 = 0
@@ -193,6 +200,9 @@ final class Transfer {
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
+        statusVersion = 0
+        responses = 0
+        lengthRead = (-1, -1)
         received = 0
         streamed = 0
         resumeFrom = 0
@@ -372,11 +382,15 @@ final class Transfer {
             awaitingHeaders = true
             headHandled = false
             headDeferred = false
+            responses += 1
             guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
                 status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
             status = code
+            // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
+            statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
+                ? 10 + Int32(bytes[7] - 0x30) : 0
             return headerBudget.admit(lineLength: bytes.count)
         }
         guard headerBudget.admit(lineLength: bytes.count) else {
@@ -395,8 +409,9 @@ final class Transfer {
         }
         // A line is one field whose name ends at its first colon: only a line with its colon where
         // the name's would be can be the field (most lines are neither: no lookup for them).
-        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
-           let coding = ServerData.unrequestedTransferCoding(codings) {
+        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding"),
+           !HeaderLines.equalsIgnoringCase(codings, "chunked"),
+           let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
         if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length"),
@@ -496,6 +511,10 @@ final class Transfer {
         return true
     }
 
+    /// The most room a response's block keeps unused after its body and header lines (more is given
+    /// back by a realloc to their size).
+    static let responseSlack = 4096
+
     /// The most a collected body reserves from its announced length: a server can announce more
     /// than it sends. A larger body grows from there by doubling.
     static let bodyReserveLimit = 16 << 20
@@ -504,13 +523,18 @@ final class Transfer {
     /// compressed when the body is decoded), within the maximum response size, the limit of an
     /// error body of a streaming request, and `bodyReserveLimit`. No room is no failure here:
     /// `append` reports it if the bytes come.
+    /// The room also holds the response's header lines, which `response` appends to the body (one
+    /// block for both, without a realloc at the end).
     private func reserveBody(_ request: Request) {
         var length: curl_off_t = -1
-        guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK, length > 0 else { return }
+        guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK else { return }
+        // libcurl's figure for this response stays as it is until its end: `response` reuses it.
+        lengthRead = (responses, length)
+        guard length > 0 else { return }
         var size = min(Int(clamping: length), Transfer.bodyReserveLimit)
         if request.maxResponseSize > 0 { size = min(size, Int(clamping: request.maxResponseSize)) }
         if request.streamsBody { size = min(size, ServerData.errorBodyLimit) }
-        _ = body.reserve(size)
+        _ = body.reserve(size + headers.count)
     }
 
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
@@ -704,13 +728,18 @@ final class Transfer {
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.
     func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
-        // libcurl's status of the last response; 0 for a reply that is not HTTP.
-        var status = 0
-        if self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        // libcurl's status of the last response; 0 for a reply that is not HTTP. A transfer that
+        // ended well without a proxy: the last status line libcurl handed over is that response's
+        // (libcurl passes a proxy's CONNECT answers to the header callback too), and its version.
+        let ownStatusLine = code == CURLE_OK && route.direct && self.status > 0
+        var status = ownStatusLine ? self.status : 0
+        if !ownStatusLine, self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        var downloadTotal: curl_off_t = -1
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        var downloadTotal = lengthRead.length
+        if lengthRead.response != responses {
+            _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        }
         // A request that sends no body uploads nothing.
         var uploaded: curl_off_t = 0
         if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded) }
@@ -749,14 +778,23 @@ final class Transfer {
             }
             if let override { message = override }
         }
-        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
+        // The header lines go after the body, in its block when they fit there (room for them was
+        // reserved with the body) with little to spare; otherwise the response makes the block
+        // their exact size.
+        let bodyCount = body.count
+        let slack = body.spare - headers.count
+        let headersInBody = headers.count > 0 && slack >= 0 && slack <= Transfer.responseSlack
+            && headers.base.map { body.append($0, headers.count) } == true
+        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(bodyCount),
+                                headersFollowBody: headersInBody,
                                 url: url, message: message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
-                                   received: received, wire: (downloaded, uploaded))
+                                   received: received, wire: (downloaded, uploaded),
+                                   version: ownStatusLine && statusVersion != 0 ? statusVersion : nil)
         return response
     }
 
