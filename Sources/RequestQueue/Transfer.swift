@@ -25,6 +25,10 @@ final class Transfer {
     /// The options set on the handle besides those of every attempt (URL, headers, body); nil
     /// until the first attempt.
     private var options: Options?
+    /// The URL set on the handle (CURLOPT_URL), nil after a reset. libcurl starts each transfer
+    /// from it, a redirect of the previous one notwithstanding (Curl_pretransfer): an attempt on
+    /// the same URL leaves it set (setting it copies and frees strings, about 500 instructions).
+    private var urlSet: String?
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
@@ -316,13 +320,17 @@ final class Transfer {
                     prepareReset(options)
                     curl_easy_reset(easy)
                     route = Route()
+                    urlSet = nil
                     setFixedOptions()
                 }
                 apply(wanted)
             }
             options = wanted
         }
-        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+        if urlSet != r.url.string {
+            let set = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+            urlSet = set == CURLE_OK ? r.url.string : nil
+        }
         configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport.resolve)
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
