@@ -718,11 +718,12 @@ final class Transfer {
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
     func stall(now: Double) -> String? {
-        guard request != nil else { return nil }
+        guard let request else { return nil }
         var down: curl_off_t = 0, up: curl_off_t = 0, pretransfer: curl_off_t = 0
         var header = 0, redirects = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up)
+        // A request that sends no body uploads nothing.
+        if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up) }
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)

@@ -586,14 +586,16 @@ extension Transfer {
     /// Accept-Encoding line when decoding. Requests without header lines of their own share a
     /// list made once (`sharedHeaderLists`).
     private func setHeaders(_ r: Request, _ o: Options, agentLine: CString?, standardAgent: Bool) {
-        func has(_ name: String) -> Bool { !r.headers.isEmpty && r.headers.contains { $0.lowercasedName == name } }
-        let agent = agentLine != nil && !has("user-agent")
-        let contentType = r.sendsBody && !has("content-type")
+        // (Most requests have no header lines of their own: nothing to look for then.)
+        let own = !r.headers.isEmpty
+        func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
+        let agent = agentLine != nil && !(own && has("user-agent"))
+        let contentType = r.sendsBody && !(own && has("content-type"))
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        let encoding = (o.transport.decodeContent ?? true) && !has("accept-encoding")
+        let encoding = (o.transport.decodeContent ?? true) && !(own && has("accept-encoding"))
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
-        if r.headers.isEmpty, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
+        if !own, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
             list = sharedHeaderLists[index]
         } else {
             func append(_ line: UnsafePointer<CChar>?) {
