@@ -42,10 +42,9 @@ final class Response: @unchecked Sendable {
     var httpVersion: Int32 { metrics.httpVersion }
 
     /// `body` is malloc'ed memory of which the response takes ownership (`ByteBuffer.detach`); the
-    /// header lines are copied after it, unless `headersFollowBody`: the block holds them already,
-    /// right after the body's `count` bytes.
+    /// header lines are copied after it.
     init(outcome: Outcome, status: Int, headers: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(start: nil, count: 0),
-         body: (base: UnsafeMutablePointer<UInt8>?, count: Int) = (nil, 0), headersFollowBody: Bool = false,
+         body: (base: UnsafeMutablePointer<UInt8>?, count: Int) = (nil, 0),
          url: String, message: String, attempts: Int,
          downloaded: Int64 = 0, progress: (done: Int64, total: Int64) = (0, -1), uploaded: Int64 = 0, uploadTotal: Int64 = -1) {
         self.outcome = outcome
@@ -59,11 +58,8 @@ final class Response: @unchecked Sendable {
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
         bodyCount = body.base == nil ? 0 : body.count
-        if headersFollowBody, body.base != nil {
-            storage = body.base
-            headerBytes = headers.count
         // Out of memory for the headers: the body alone (and no headers) is still delivered.
-        } else if !headers.isEmpty, let lines = headers.baseAddress, let grown = realloc(body.base, bodyCount + headers.count) {
+        if !headers.isEmpty, let lines = headers.baseAddress, let grown = realloc(body.base, bodyCount + headers.count) {
             let block = grown.assumingMemoryBound(to: UInt8.self)
             (block + bodyCount).update(from: lines, count: headers.count)
             storage = block

@@ -221,21 +221,17 @@ final class ByteBuffer: @unchecked Sendable {
 
     var bytes: UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(start: base, count: count) }
 
-    /// The bytes that fit before the buffer grows.
-    var spare: Int { capacity - count }
-
     /// Empties the buffer, keeping its memory for what comes next.
     func removeAll() { count = 0 }
 
-    /// Hands the memory and its byte count (or the first `prefix` bytes' count) to the caller, who
-    /// frees it; the buffer is empty after.
-    func detach(_ prefix: Int? = nil) -> (base: UnsafeMutablePointer<UInt8>?, count: Int) {
+    /// Hands the memory and its byte count to the caller, who frees it; the buffer is empty after.
+    func detach() -> (base: UnsafeMutablePointer<UInt8>?, count: Int) {
         defer {
             base = nil
             count = 0
             capacity = 0
         }
-        return (base, prefix.map { Swift.min($0, count) } ?? count)
+        return (base, count)
     }
 }
 

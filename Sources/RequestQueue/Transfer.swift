@@ -532,10 +532,6 @@ final class Transfer {
         return true
     }
 
-    /// The most room a response's block keeps unused after its body and header lines (more is given
-    /// back by a realloc to their size).
-    static let responseSlack = 4096
-
     /// The most a collected body reserves from its announced length: a server can announce more
     /// than it sends. A larger body grows from there by doubling.
     static let bodyReserveLimit = 16 << 20
@@ -544,8 +540,6 @@ final class Transfer {
     /// compressed when the body is decoded), within the maximum response size, the limit of an
     /// error body of a streaming request, and `bodyReserveLimit`. No room is no failure here:
     /// `append` reports it if the bytes come.
-    /// The room also holds the response's header lines, which `response` appends to the body (one
-    /// block for both, without a realloc at the end).
     private func reserveBody(_ request: Request) {
         var length: curl_off_t = -1
         guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK else { return }
@@ -555,7 +549,7 @@ final class Transfer {
         var size = min(Int(clamping: length), Transfer.bodyReserveLimit)
         if request.maxResponseSize > 0 { size = min(size, Int(clamping: request.maxResponseSize)) }
         if request.streamsBody { size = min(size, ServerData.errorBodyLimit) }
-        _ = body.reserve(size + headers.count)
+        _ = body.reserve(size)
     }
 
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
@@ -800,15 +794,7 @@ final class Transfer {
             }
             if let override { message = override }
         }
-        // The header lines go after the body, in its block when they fit there (room for them was
-        // reserved with the body) with little to spare; otherwise the response makes the block
-        // their exact size.
-        let bodyCount = body.count
-        let slack = body.spare - headers.count
-        let headersInBody = headers.count > 0 && slack >= 0 && slack <= Transfer.responseSlack
-            && headers.base.map { body.append($0, headers.count) } == true
-        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(bodyCount),
-                                headersFollowBody: headersInBody,
+        let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
                                 url: url, message: message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
