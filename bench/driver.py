@@ -669,6 +669,30 @@ def run_body_costs(args, build, nginx, tmp, results):
 
 
 COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-threaded-refill", "c-rq-dispatch-refill")
+# The C reference sending the two header lines librequestqueue sends by default: a row of the cost
+# table only (the targets compare with the unchanged reference).
+REFERENCE_WITH_HEADERS = "c-curl-headers"
+REFERENCE_WITH_HEADERS_LABEL = "C reference sending the library's default header lines (User-Agent, Accept-Encoding)"
+
+
+def library_header_lines(libdir):
+    """The User-Agent and Accept-Encoding lines librequestqueue sends by default (Transport.swift:
+    defaultUserAgent, acceptEncodingHeader), made as it makes them, from the loaded libraries."""
+    import ctypes
+
+    class VersionInfo(ctypes.Structure):
+        _fields_ = [("age", ctypes.c_int), ("version", ctypes.c_char_p), ("version_num", ctypes.c_uint),
+                    ("host", ctypes.c_char_p), ("features", ctypes.c_int)]
+
+    curl = ctypes.CDLL("libcurl.so.4")
+    curl.curl_version_info.restype = ctypes.POINTER(VersionInfo)
+    info = curl.curl_version_info(9).contents  # CURLVERSION_TENTH
+    lib = ctypes.CDLL(os.path.join(libdir, "librequestqueue.so"))
+    lib.rq_version_string.restype = ctypes.c_char_p
+    agent = f"librequestqueue/{lib.rq_version_string().decode()} libcurl/{info.version.decode()}"
+    codings = (["deflate", "gzip"] if info.features & (1 << 3) else []) + (["br"] if info.features & (1 << 23) else []) \
+        + (["zstd"] if info.features & (1 << 26) else [])
+    return [f"User-Agent: {agent}", "Accept-Encoding: " + (", ".join(codings) or "identity")]
 
 
 def run_costs(args, clients, nginx, tmp, results):
@@ -685,9 +709,12 @@ def run_costs(args, clients, nginx, tmp, results):
     if not callgrind_ok and syscall_tool is None:
         return
     n1, n2 = args.cost_n
+    reference = next(c for c in clients if c.key == REFERENCE)
+    with_headers = Client(REFERENCE_WITH_HEADERS, REFERENCE_WITH_HEADERS_LABEL,
+                          lambda kind, url, n, k: reference.argv(kind, url, n, k) + library_header_lines(args.libdir))
     for k in args.cost_k:
-        for client in clients:
-            if client.key not in COST_CLIENTS or client.skip_reason:
+        for client in clients + [with_headers]:
+            if client.key not in COST_CLIENTS + (REFERENCE_WITH_HEADERS,) or client.skip_reason:
                 continue
             key = (client.key, f"cost-{k}")
             argv = lambda n: client.argv("small", nginx.url("small"), n, k)  # noqa: E731
@@ -994,7 +1021,10 @@ def report(args, clients, results, meta):
             "(`curl_multi_wakeup` sends a byte on libcurl's socket pair). *write*: a dispatch queue signalling its "
             "file descriptor. *upfront*: all N added at once; *refill*: each completion callback adds "
             "the next request (the shape of the C reference). CPU µs/request is the median of the timed runs "
-            "above at the same K (when that K was run).")
+            "above at the same K (when that K was run). *C reference sending the library's default header lines*: "
+            "the reference with the User-Agent and Accept-Encoding lines librequestqueue sends unless told "
+            "otherwise (and CURLOPT_ACCEPT_ENCODING, as the library sets it); libcurl formats every header byte "
+            "through its printf. The targets compare with the reference without them.")
         add("")
         for k in args.cost_k:
             ref = results.costs.get((REFERENCE, k), {})
@@ -1005,9 +1035,13 @@ def report(args, clients, results, meta):
             add("| client | instructions/request | × C | system calls/request | − C | poll | futex | sendto | "
                 "write | CPU µs/request | × C |")
             add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            for client in clients:
+            # The reference sending the library's default header lines goes right after the reference.
+            rows = [c for c in clients if c.key == REFERENCE]
+            rows += [Client(REFERENCE_WITH_HEADERS, REFERENCE_WITH_HEADERS_LABEL, None)]
+            rows += [c for c in clients if c.key != REFERENCE]
+            for client in rows:
                 cost = results.costs.get((client.key, k))
-                if client.key not in COST_CLIENTS or cost is None:
+                if client.key not in COST_CLIENTS + (REFERENCE_WITH_HEADERS,) or cost is None:
                     continue
                 ins, calls = cost.get("instructions"), cost.get("syscalls")
                 count = sum(calls.values()) if calls is not None else None

@@ -24,9 +24,10 @@ struct Metrics {
     /// handle is reused). `queued` is from the request's acceptance to its first attempt; `secure`
     /// tells whether the last URL was https; `received` is the decoded body of the last response;
     /// `wire` are libcurl's counts of body bytes received and sent (CURLINFO_SIZE_DOWNLOAD_T and
-    /// CURLINFO_SIZE_UPLOAD_T, which the caller has read already).
+    /// CURLINFO_SIZE_UPLOAD_T, which the caller has read already); `version` is the HTTP version of
+    /// the last response when the caller knows it from its status line (libcurl is asked otherwise).
     init(easy: UnsafeMutableRawPointer, request: Request, secure: Bool, received: Int64,
-         wire: (down: curl_off_t, up: curl_off_t)) {
+         wire: (down: curl_off_t, up: curl_off_t), version known: Int32? = nil) {
         func seconds(_ info: CURLINFO) -> Double {
             var micro: curl_off_t = 0
             guard ccurl_easy_getinfo_off(easy, info, &micro) == CURLE_OK, micro > 0 else { return 0 }
@@ -58,6 +59,10 @@ struct Metrics {
         wireBytesDown = UInt64(max(0, wire.down))
         headerBytesDown = UInt64(max(0, header))
         bytesUp = UInt64(max(0, wire.up))
+        if let known {
+            httpVersion = known
+            return
+        }
         var version = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
         switch version {

@@ -139,6 +139,7 @@ final class Response: @unchecked Sendable {
 extension HeaderLines {
     /// Appends one line to `lines`; false when memory ran out. A line always ends with a newline
     /// in the stored copy (so that a NUL can replace it when the lines are cut).
+    @inline(__always)
     static func append(_ line: UnsafeRawBufferPointer, to lines: ByteBuffer) -> Bool {
         guard let base = line.baseAddress else { return true }
         guard lines.append(base, line.count) else { return false }

@@ -25,6 +25,10 @@ final class Transfer {
     /// The options set on the handle besides those of every attempt (URL, headers, body); nil
     /// until the first attempt.
     private var options: Options?
+    /// The URL set on the handle (CURLOPT_URL), nil after a reset. libcurl starts each transfer
+    /// from it, a redirect of the previous one notwithstanding (Curl_pretransfer): an attempt on
+    /// the same URL leaves it set (setting it copies and frees strings, about 500 instructions).
+    private var urlSet: String?
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
@@ -60,6 +64,13 @@ final class Transfer {
     private var sink = Sink.undecided
     /// The status of the current response, from its status line; -1 when that was not HTTP.
     private var status = 0
+    /// The HTTP version of that status line when it is "HTTP/1.0" or "HTTP/1.1" (10, 11); 0 for
+    /// any other (libcurl is asked then: see `response`).
+    private var statusVersion: Int32 = 0
+    /// Status lines received by this attempt, and libcurl's Content-Length of the response that
+    /// was the `lengthRead.response`th when `reserveBody` read it (-1: none read).
+    private var responses = 0
+    private var lengthRead: (response: Int, length: curl_off_t) = (-1, -1)
     /// Body bytes received by this attempt, and those of the current streamed body.
     private var received: Int64 = 0
     private var streamed: UInt64 = 0
@@ -199,6 +210,9 @@ final class Transfer {
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
+        statusVersion = 0
+        responses = 0
+        lengthRead = (-1, -1)
         received = 0
         streamed = 0
         resumeFrom = 0
@@ -314,13 +328,17 @@ final class Transfer {
                     prepareReset(options)
                     curl_easy_reset(easy)
                     route = Route()
+                    urlSet = nil
                     setFixedOptions()
                 }
                 apply(wanted)
             }
             options = wanted
         }
-        _ = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+        if !Transfer.sameBytes(urlSet, r.url.string) {
+            let set = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
+            urlSet = set == CURLE_OK ? r.url.string : nil
+        }
         configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport.resolve)
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
@@ -328,6 +346,19 @@ final class Transfer {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
         }
+    }
+
+    /// Whether `a` holds the bytes of `b`: memcmp on the strings' storage (`==` on two strings
+    /// with storage of their own costs about 250 instructions).
+    static func sameBytes(_ a: String?, _ b: String) -> Bool {
+        guard let a, a.utf8.count == b.utf8.count else { return false }
+        let same = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                guard let p = x.baseAddress, let q = y.baseAddress else { return x.count == 0 }
+                return memcmp(p, q, x.count) == 0
+            }
+        }
+        return (same ?? nil) ?? (a == b)
     }
 
     /// Sets the options of a freshly reset handle.
@@ -380,11 +411,15 @@ final class Transfer {
             awaitingHeaders = true
             headHandled = false
             headDeferred = false
+            responses += 1
             guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
                 status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
             status = code
+            // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
+            statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
+                ? 10 + Int32(bytes[7] - 0x30) : 0
             return headerBudget.admit(lineLength: bytes.count)
         }
         guard headerBudget.admit(lineLength: bytes.count) else {
@@ -403,8 +438,9 @@ final class Transfer {
         }
         // A line is one field whose name ends at its first colon: only a line with its colon where
         // the name's would be can be the field (most lines are neither: no lookup for them).
-        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.value(named: "Transfer-Encoding", in: bytes),
-           let coding = ServerData.unrequestedTransferCoding(codings) {
+        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding"),
+           !HeaderLines.equalsIgnoringCase(codings, "chunked"),
+           let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
         if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length"),
@@ -514,7 +550,10 @@ final class Transfer {
     /// `append` reports it if the bytes come.
     private func reserveBody(_ request: Request) {
         var length: curl_off_t = -1
-        guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK, length > 0 else { return }
+        guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK else { return }
+        // libcurl's figure for this response stays as it is until its end: `response` reuses it.
+        lengthRead = (responses, length)
+        guard length > 0 else { return }
         var size = min(Int(clamping: length), Transfer.bodyReserveLimit)
         if request.maxResponseSize > 0 { size = min(size, Int(clamping: request.maxResponseSize)) }
         if request.streamsBody { size = min(size, ServerData.errorBodyLimit) }
@@ -727,11 +766,12 @@ final class Transfer {
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.
     func stall(now: Double) -> String? {
-        guard request != nil else { return nil }
+        guard let request else { return nil }
         var down: curl_off_t = 0, up: curl_off_t = 0, pretransfer: curl_off_t = 0
         var header = 0, redirects = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up)
+        // A request that sends no body uploads nothing.
+        if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up) }
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)
@@ -758,13 +798,18 @@ final class Transfer {
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.
     func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
-        // libcurl's status of the last response; 0 for a reply that is not HTTP.
-        var status = 0
-        if self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        // libcurl's status of the last response; 0 for a reply that is not HTTP. A transfer that
+        // ended well without a proxy: the last status line libcurl handed over is that response's
+        // (libcurl passes a proxy's CONNECT answers to the header callback too), and its version.
+        let ownStatusLine = code == CURLE_OK && route.direct && self.status > 0
+        var status = ownStatusLine ? self.status : 0
+        if !ownStatusLine, self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        var downloadTotal: curl_off_t = -1
-        _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        var downloadTotal = lengthRead.length
+        if lengthRead.response != responses {
+            _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
+        }
         // A request that sends no body uploads nothing.
         var uploaded: curl_off_t = 0
         if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &uploaded) }
@@ -810,7 +855,8 @@ final class Transfer {
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
-                                   received: received, wire: (downloaded, uploaded))
+                                   received: received, wire: (downloaded, uploaded),
+                                   version: ownStatusLine && statusVersion != 0 ? statusVersion : nil)
         return response
     }
 

@@ -513,6 +513,8 @@ extension Transfer {
     struct Route {
         /// Whether CURLOPT_USERAGENT is set on the handle.
         var agentOption = false
+        /// Whether no proxy can carry the attempt (see `configureRoute`).
+        var direct = false
         /// Whether CURLOPT_PROXY, and CURLOPT_NOPROXY, are set to "" because no proxy can carry
         /// the attempt (see `configureRoute`).
         var proxyOff = false
@@ -544,11 +546,13 @@ extension Transfer {
         if let proxy = o.transport.proxy {
             direct = proxy.isEmpty
         } else {
+            let engine = engine
             let inEnvironment = engine.proxyInEnvironment ?? (ccurl_environment_names_proxy() != 0)
             engine.proxyInEnvironment = inEnvironment
             direct = !inEnvironment
             proxyOff = direct
         }
+        route.direct = direct
         // Only with no proxy setting: CURLOPT_PROXY is otherwise the setting's (`applyTransport`).
         if proxyOff != route.proxyOff {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROXY, proxyOff ? UnsafeRawPointer(emptyCString) : nil)
@@ -582,14 +586,16 @@ extension Transfer {
     /// Accept-Encoding line when decoding. Requests without header lines of their own share a
     /// list made once (`sharedHeaderLists`).
     private func setHeaders(_ r: Request, _ o: Options, agentLine: CString?, standardAgent: Bool) {
+        // (Most requests have no header lines of their own: nothing to look for then.)
+        let own = !r.headers.isEmpty
         func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
-        let agent = agentLine != nil && !has("user-agent")
-        let contentType = r.sendsBody && !has("content-type")
+        let agent = agentLine != nil && !(own && has("user-agent"))
+        let contentType = r.sendsBody && !(own && has("content-type"))
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        let encoding = (o.transport.decodeContent ?? true) && !has("accept-encoding")
+        let encoding = (o.transport.decodeContent ?? true) && !(own && has("accept-encoding"))
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
-        if r.headers.isEmpty, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
+        if !own, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
             list = sharedHeaderLists[index]
         } else {
             func append(_ line: UnsafePointer<CChar>?) {

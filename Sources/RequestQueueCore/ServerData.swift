@@ -241,23 +241,47 @@ public enum HeaderLines {
 
     /// `valueBytes(named:in:)` of one header line as libcurl hands it over ("Name: value\r\n"),
     /// without the walk over every line: the value when the line's field is `name`, blanks around
-    /// it left out. (Bytes after a first newline that is not the last byte: the walk.)
+    /// it left out. (Bytes after a first newline that is not the last byte: the walk.) The name is
+    /// compared first, then only the rest of the line is looked at: it runs for every response.
+    /// `name`: ASCII letters, digits and "-".
     public static func valueBytes(ofLine line: UnsafeBufferPointer<UInt8>, named name: StaticString) -> UnsafeBufferPointer<UInt8>? {
+        guard let p = line.baseAddress else { return nil }
         // libcurl's lines end with their only newline: the last byte.
         var end = line.count
-        if end > 0, line[end - 1] == 0x0A { end -= 1 }
-        var i = 0
-        while i < end, line[i] != 0x0A { i += 1 }
-        guard i == end else { return valueBytes(named: name.description, in: line) }
-        while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        if end > 0, p[end - 1] == 0x0A { end -= 1 }
         let length = name.utf8CodeUnitCount
-        // The name ends at the first colon, so the line's first colon must follow the name's bytes.
-        guard length < end, line[length] == 0x3A,
-              equalIgnoringCase(UnsafeBufferPointer(rebasing: line[..<length]),
-                                UnsafeBufferPointer(start: name.utf8Start, count: length)) else { return nil }
+        let n = name.utf8Start
+        // The name ends at the first colon, so the line's first colon must follow the name's bytes
+        // (no newline among them: the scan for a newline goes on after them).
+        var matches = length < end && p[length] == 0x3A
+        var i = 0
+        // Eight bytes at a time, then one by one. (A byte equal to one of the name's with 0x20 set is
+        // no newline: the name holds no "*".)
+        while matches, i + 8 <= length {
+            let word = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
+            matches = word == UnsafeRawPointer(n + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
+            i += 8
+        }
+        while matches, i < length {
+            matches = p[i] != 0x0A && p[i] | 0x20 == n[i] | 0x20
+            i += 1
+        }
+        var scan = matches ? length + 1 : 0
+        while scan < end, p[scan] != 0x0A { scan += 1 }
+        guard scan == end else { return valueBytes(named: name.description, in: line) }
+        guard matches else { return nil }
+        while end > length + 1, p[end - 1] == 0x0D || p[end - 1] == 0x20 || p[end - 1] == 0x09 { end -= 1 }
         var value = length + 1
-        while value < end, line[value] == 0x20 || line[value] == 0x09 { value += 1 }
-        return UnsafeBufferPointer(rebasing: line[value..<end])
+        while value < end, p[value] == 0x20 || p[value] == 0x09 { value += 1 }
+        return UnsafeBufferPointer(start: p + value, count: end - value)
+    }
+
+    /// Whether `bytes` spell `lowercase` (ASCII letters in either case), e.g. a Transfer-Encoding
+    /// value "chunked" (the common case, without the String that `ServerData.unrequestedTransferCoding`
+    /// makes).
+    public static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return equalIgnoringCase(bytes, UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount))
     }
 
     /// The bytes of `value(named:in:)`, without making a String.

@@ -153,5 +153,27 @@ import Testing
                 #expect(one == walk, "\(text.debugDescription)")
             }
         }
+        // A name longer than a word and not a multiple of it (compared 8 bytes at a time, then one
+        // by one); a newline or a difference in either part.
+        let codings = ["Transfer-Encoding: chunked\r\n", "TRANSFER-ENCODING:Chunked \r\n", "transfer-encoding: gzip, chunked",
+                       "Transfer-Encodinx: chunked\r\n", "Transfer\nEncoding: chunked\r\n", "Transfer-Encoding\n: chunked",
+                       "Xransfer-Encoding: chunked\r\n", "Transfer-Encoding: a\nb\r\n", "Transfer-Encoding", "Transfer-Encoding:"]
+        for text in codings {
+            Array(text.utf8).withUnsafeBufferPointer { line in
+                let walk = HeaderLines.valueBytes(named: "Transfer-Encoding", in: line).map(Array.init)
+                let one = HeaderLines.valueBytes(ofLine: line, named: "Transfer-Encoding").map(Array.init)
+                #expect(one == walk, "\(text.debugDescription)")
+            }
+        }
+    }
+
+    @Test func chunkedToldApartWithoutAString() {
+        for (text, chunked) in [("chunked", true), ("CHUNKED", true), ("Chunked", true), ("chunke", false), ("chunkedx", false),
+                                ("gzip", false), ("chunked, gzip", false), ("", false), ("chunk\u{E9}d", false)] {
+            let bytes = Array(text.utf8)
+            bytes.withUnsafeBufferPointer { #expect(HeaderLines.equalsIgnoringCase($0, "chunked") == chunked, "\(text)") }
+            // The fast answer agrees with the full parse where it answers.
+            if chunked { #expect(ServerData.unrequestedTransferCoding(text) == nil) }
+        }
     }
 }

@@ -54,6 +54,25 @@ import Testing
         #expect(bad.outcome == RQ_OUTCOME_BAD_REDIRECT)
     }
 
+    /// A pooled handle keeps the URL it was given: the next attempt on the same URL starts from
+    /// it, not from where a redirect of the previous one led (the server sees the same path first).
+    @Test func theSameURLAfterARedirectStartsOver() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let urls = ["/redirect/1?group=\(g)", "/redirect/1?group=\(g)", "/status/200?group=\(g)", "/redirect/1?group=\(g)"]
+        for (i, path) in urls.enumerated() {
+            #expect(addAndRelease(q, try rec.request(fixture.url(path), tag: "\(i)")) == RQ_OK)
+            #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+            let c = try #require(rec.completion("\(i)"))
+            #expect(c.outcome == RQ_OUTCOME_OK && c.status == 200, "\(i): \(c.message)")
+            #expect(c.url == fixture.url(i == 2 ? path : "/redirect/0?group=\(g)"), "\(i): \(c.url)")
+        }
+        let paths = fixture.log(group: g).entries.sorted { $0.seq < $1.seq }.map { String($0.path.prefix { $0 != "?" }) }
+        #expect(paths == ["/redirect/1", "/redirect/0", "/redirect/1", "/redirect/0", "/status/200", "/redirect/1", "/redirect/0"])
+    }
+
     @Test func transportFailuresMapToStableOutcomes() throws {
         let (reset, _) = try run("/reset")
         #expect(reset.outcome == RQ_OUTCOME_CONNECTION_LOST)

@@ -54,6 +54,11 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             let bytes = HeaderLines.valueBytes(named: "Content-Length", in: lines)
             check(bytes.map { String(decoding: $0, as: UTF8.self) } == HeaderLines.value(named: "Content-Length", in: lines))
             check(HeaderLines.valueBytes(ofLine: lines, named: "Content-Length").map(Array.init) == bytes.map(Array.init))
+            check(HeaderLines.valueBytes(ofLine: lines, named: "Transfer-Encoding").map(Array.init)
+                  == HeaderLines.valueBytes(named: "Transfer-Encoding", in: lines).map(Array.init))
+            if let codings = HeaderLines.valueBytes(ofLine: lines, named: "Transfer-Encoding"), HeaderLines.equalsIgnoringCase(codings, "chunked") {
+                check(ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) == nil)
+            }
             if let bytes { _ = ServerData.isValidContentLength(bytes: bytes) }
         }
         _ = Array(input).withUnsafeBufferPointer { HeaderLines.value(named: "", in: $0) }

@@ -275,6 +275,18 @@ static void trailer_budget(rq_queue *queue) {
 }
 
 static void transfer_codings(rq_queue *queue) {
+    /* "chunked" in any case, with blanks around it, is the coding libcurl decodes: taken. */
+    static const char *chunked[] = {
+        "SFRUUC8xLjEgMjAwIE9LDQpUcmFuc2Zlci1FbmNvZGluZzogQ2h1bmtlZA0KDQo1DQpoZWxsbw0KMA0KDQo%3D",
+        "SFRUUC8xLjEgMjAwIE9LDQp0cmFuc2Zlci1lbmNvZGluZzpDSFVOS0VEIA0KDQo1DQpoZWxsbw0KMA0KDQo%3D"};
+    for (size_t i = 0; i < sizeof chunked / sizeof chunked[0]; i++) {
+        char path[256];
+        outcome_t o;
+        snprintf(path, sizeof path, "/case/raw?b64=%s", chunked[i]);
+        run(queue, path, NULL, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_OK && o.status == 200 && o.body_size == 5, "%s: outcome %s (%s), status %d, body %zu",
+              path, rq_outcome_str((int)o.outcome), o.message, o.status, o.body_size);
+    }
     expect(queue, "/case/te-gzip", streamed, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/te-gzip", limited, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
     expect(queue, "/case/te-gzip?chunked=0", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200);
@@ -426,6 +438,13 @@ static void metrics(rq_queue *queue) {
     CHECK(o.outcome == RQ_OUTCOME_OK && o.metrics.bytes_down == 5 && o.metrics.header_bytes_down > 60,
           "after a redirect: outcome %s, bytes_down %llu, header_bytes_down %llu", rq_outcome_str((int)o.outcome),
           (unsigned long long)o.metrics.bytes_down, (unsigned long long)o.metrics.header_bytes_down);
+    CHECK(o.metrics.http_version == 11, "after a redirect: HTTP version %d", o.metrics.http_version);
+    /* The version of the status line: HTTP/1.0 ("HTTP/1.0 200 OK", Content-Length: 2, "ok"). */
+    run(queue, "/case/raw?b64=SFRUUC8xLjAgMjAwIE9LDQpDb250ZW50LUxlbmd0aDogMg0KQ29ubmVjdGlvbjogY2xvc2UNCg0Kb2s%3D", NULL,
+        NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.status == 200 && o.body_size == 2 && o.metrics.http_version == 10,
+          "HTTP/1.0: outcome %s (%s), status %d, body %zu, HTTP version %d", rq_outcome_str((int)o.outcome), o.message,
+          o.status, o.body_size, o.metrics.http_version);
 }
 
 /* A request cancelled while it waits for its retry delay reports the attempts made. */
