@@ -779,8 +779,7 @@ def linkage(libdir):
         return "Swift runtime linkage unknown"
     if "libswiftCore" in dynamic:
         return "Swift runtime loaded from the toolchain"
-    return "Swift runtime and libstdc++ linked in, as released" if "libstdc++" not in dynamic \
-        else "Swift runtime linked in"
+    return "Swift runtime linked in, as released"
 
 
 def software(args, clients):

@@ -5,8 +5,8 @@ require_relative "lib/requestqueue/version"
 # `rake gem` (or scripts/release) first builds librequestqueue with the Swift runtime linked in
 # (RQ_STATIC_STDLIB=1 scripts/build-lib release), strips it and copies it to
 # lib/requestqueue/native/ with the header requestqueue.h, and LICENSE beside this file: the gem
-# then bundles them and is built for this platform (x86_64-linux); it needs only libc, libm,
-# libgcc_s and libcurl at run time. Without the library copy, `gem build` makes a pure-Ruby gem that loads
+# then bundles them and is built for this platform (x86_64-linux); it needs only libc, libstdc++
+# and libcurl at run time. Without the library copy, `gem build` makes a pure-Ruby gem that loads
 # the library from REQUESTQUEUE_LIBRARY or the system loader (librequestqueue.so.0).
 # The version and the home page come from the header (see lib/requestqueue/version.rb).
 BUNDLED_LIBRARY = "lib/requestqueue/native/librequestqueue.so"
