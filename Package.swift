@@ -40,7 +40,7 @@ let package = Package(
         .target(
             name: "RequestQueue",
             dependencies: ["RequestQueueCore", "CCurl", "CRequestQueueAPI"],
-            exclude: ["exports.map"],
+            exclude: ["exports.map", "link-order.txt"],
             swiftSettings: optimized + lean
         ),
         .testTarget(name: "RequestQueueCoreTests", dependencies: ["RequestQueueCore"]),

@@ -797,6 +797,18 @@ def version_of(argv, pattern=None):
     return out.splitlines()[0] if out else None
 
 
+def linkage(libdir):
+    """How the measured library links the Swift runtime: the release artifacts link it in."""
+    try:
+        dynamic = subprocess.run(["readelf", "-d", os.path.join(libdir, "librequestqueue.so")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    except OSError:
+        return "Swift runtime linkage unknown"
+    if "libswiftCore" in dynamic:
+        return "Swift runtime loaded from the toolchain"
+    return "Swift runtime linked in, as released"
+
+
 def software(args, clients):
     keys = {c.key for c in clients if not c.skip_reason}
     items = []
@@ -807,7 +819,7 @@ def software(args, clients):
                               os.path.join(args.libdir, "librequestqueue.so")])
     commit = version_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
     dirty = version_of(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
-    items.append(f"librequestqueue {lib_version or '?'} (release build"
+    items.append(f"librequestqueue {lib_version or '?'} (release build, {linkage(args.libdir)}"
                  + (f", commit {commit}{' with local changes' if dirty else ''}" if commit else "") + ")")
     items.append("nginx " + (version_of(["nginx", "-v"], r"nginx/([\d.]+)") or "?"))
     py_version = version_of([args.python, "-c", "import platform; print(platform.python_version())"])
