@@ -157,7 +157,7 @@ final class QueueTransport: @unchecked Sendable {
     /// queue refuses (already added, queue closed, ...) gets its own settings back.
     func add(_ r: Request, to q: Queue) -> rq_result {
         // Most queues have no defaults and most requests use no cookies: nothing to take.
-        if lock.withLock({ defaultsRequest == nil }), !r.lock.withLock({ r.state == .new && r.transport.cookies == true }) {
+        if lock.withLock({ defaultsRequest == nil }), !r.lock.withLock({ r.state == .new && r.usesCookies }) {
             return q.add(r)
         }
         let defaults = snapshot()

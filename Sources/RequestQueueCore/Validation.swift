@@ -50,18 +50,30 @@ public struct InputError: Error, Equatable, Sendable {
 public struct ValidatedURL: Equatable, Sendable {
     /// The URL as given (duplicate equality compares it byte for byte; libcurl is given it too).
     public let string: String
-    /// "http" or "https", lowercased.
-    public let scheme: String
     /// The host libcurl connects to (lowercased), without brackets for IPv6 literals, with a zone
     /// as "%25zone".
     public let host: String
-    public let port: Int
+    /// Kept small: every waiting request holds its URL.
+    private let portNumber: UInt16
+    /// Whether the scheme is https (else http).
+    public let https: Bool
+    public var port: Int { Int(portNumber) }
+    /// "http" or "https", lowercased.
+    public var scheme: String { https ? "https" : "http" }
     /// scheme://host:port, the unit of per-host limits.
     public var origin: String { "\(scheme)://\(host):\(port)" }
 
+    /// `port` is 1...65535 (`Validation.url` checks it).
+    init(string: String, https: Bool, host: String, port: UInt16) {
+        self.string = string
+        self.https = https
+        self.host = host
+        portNumber = port
+    }
+
     /// The same parts for another spelling of the URL with the same scheme and authority.
     public func with(string: String) -> ValidatedURL {
-        ValidatedURL(string: string, scheme: scheme, host: host, port: port)
+        ValidatedURL(string: string, https: https, host: host, port: portNumber)
     }
 }
 
@@ -168,7 +180,7 @@ public enum Validation {
         var hostString = String(decoding: name, as: UTF8.self)
         if name.contains(where: isUpper) { hostString = hostString.lowercased() }
         if let zone { hostString += "%25" + String(decoding: zone, as: UTF8.self) }
-        return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
+        return ValidatedURL(string: given, https: https, host: hostString, port: UInt16(truncatingIfNeeded: number))
     }
 
     /// The letter of "https" at `index` (0 past its end).
