@@ -165,7 +165,10 @@ final class Queue: @unchecked Sendable {
 
     // MARK: Adding and cancelling
 
-    func add(_ request: Request) -> rq_result {
+    /// Takes a new request. Once accepted, it takes `defaults` (the queue's, from `transport`) and
+    /// the queue's cookie jar if it uses cookies (`QueueTransport.add`).
+    func add(_ request: Request, defaults: RequestDefaults? = nil, transport: QueueTransport? = nil) -> rq_result {
+        let now = Clock.now()
         monitor.lock()
         // Under the monitor and the request's lock at once: a request freed by its caller, or
         // added elsewhere, or a queue being freed, is never half-accepted.
@@ -173,9 +176,10 @@ final class Queue: @unchecked Sendable {
             guard request.callerHolds else { return RQ_ERR_INVALID_HANDLE }
             guard request.state == .new else { return RQ_ERR_ALREADY_ADDED }
             guard !state.isClosed else { return RQ_ERR_QUEUE_CLOSED }
+            if let transport, defaults != nil || request.usesCookies { request.inherit(defaults, from: transport) }
             request.state = .waiting
             request.queue = self
-            request.acceptedAt = Clock.now()
+            request.acceptedAt = now
             return RQ_OK
         }
         guard result == RQ_OK else {

@@ -52,10 +52,9 @@ final class Request: @unchecked Sendable {
     /// request (`rq_queue_get_defaults`): configured, never run or freed.
     var hasBody = false
     var isDefaults = false
-    /// The inheritable settings set on this request; the others come from the queue's defaults.
+    /// The inheritable settings set on this request; the others come from the queue's defaults
+    /// when it is added.
     var explicitSettings: InheritedSettings = []
-    /// Those taken from a queue's defaults at rq_add.
-    var inheritedSettings: InheritedSettings = []
     /// The queue that accepted the request, until it completes (a strong reference: a weak one
     /// hides the queue from leak checkers).
     var queue: Queue?
@@ -286,9 +285,11 @@ final class Request: @unchecked Sendable {
     /// goes on for its followers: its slot, which is its id in the queue, stays taken until it
     /// completes too.)
     func releaseHandleIfUnused() {
-        let release = lock.withLock { !callerHolds && (state == .new || (finished && state == .completed)) }
-        if release { HandleTable.shared.remove(handle) }
+        if lock.withLock({ handleUnused }) { HandleTable.shared.remove(handle) }
     }
+
+    /// Whether nobody can use the handle any more (under `lock`).
+    var handleUnused: Bool { !callerHolds && (state == .new || (finished && state == .completed)) }
 
     /// The duplicate-equality key (see the header: method, URL, headers, body).
     var duplicateKey: DuplicateKey { DuplicateKey(self) }
