@@ -142,6 +142,30 @@ public enum Validation {
         return https
     }
 
+    /// `urlSyntax` and `authorityEnd` in one pass for the common URL: printable ASCII, at most
+    /// `maxURLLength` bytes, starting "http://" or "https://" (any case) and a first authority
+    /// byte other than "/". Returns whether it is https and where its authority ends, as those
+    /// two would; nil for any other URL (which `urlSyntax` then accepts or explains).
+    public static func commonURL(_ b: UnsafeBufferPointer<UInt8>) -> (https: Bool, authorityEnd: Int)? {
+        let n = b.count
+        guard n >= 8, n <= maxURLLength, let p = b.baseAddress else { return nil }
+        // `| 0x20` lowercases a letter; no other byte becomes one of these letters.
+        guard p[0] | 0x20 == UInt8(ascii: "h"), p[1] | 0x20 == UInt8(ascii: "t"), p[2] | 0x20 == UInt8(ascii: "t"),
+              p[3] | 0x20 == UInt8(ascii: "p") else { return nil }
+        let https = p[4] | 0x20 == UInt8(ascii: "s")
+        let colon = https ? 5 : 4
+        guard colon + 3 < n, p[colon] == UInt8(ascii: ":"), p[colon + 1] == UInt8(ascii: "/"), p[colon + 2] == UInt8(ascii: "/"),
+              p[colon + 3] != UInt8(ascii: "/") else { return nil }
+        var i = 0
+        while i < n {
+            guard p[i] > 0x20, p[i] < 0x7F else { return nil }
+            i += 1
+        }
+        i = colon + 3
+        while i < n, p[i] != UInt8(ascii: "/"), p[i] != UInt8(ascii: "?"), p[i] != UInt8(ascii: "#") { i += 1 }
+        return (https, i)
+    }
+
     /// Where the "scheme://authority" of a URL accepted by `urlSyntax` ends: the offset of the first
     /// "/", "?" or "#" after the "//", or the URL's length. libcurl reads the host and port from
     /// the bytes before it (lib/urlapi.c, HOSTNAME_END).
