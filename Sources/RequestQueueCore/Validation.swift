@@ -156,7 +156,16 @@ public enum Validation {
         let colon = https ? 5 : 4
         guard colon + 3 < n, p[colon] == UInt8(ascii: ":"), p[colon + 1] == UInt8(ascii: "/"), p[colon + 2] == UInt8(ascii: "/"),
               p[colon + 3] != UInt8(ascii: "/") else { return nil }
+        // Printable ASCII, 8 bytes at a time: a word has a byte below 0x21 when
+        // (w - 0x21...) & ~w & 0x80... is not 0, a byte above 0x7E when (w + 0x01...) | w has a
+        // high bit set (both exact: no false positive or negative).
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         var i = 0
+        while i + 8 <= n {
+            let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+            guard (w &- ones &* 0x21) & ~w & highs == 0, ((w &+ ones) | w) & highs == 0 else { return nil }
+            i += 8
+        }
         while i < n {
             guard p[i] > 0x20, p[i] < 0x7F else { return nil }
             i += 1

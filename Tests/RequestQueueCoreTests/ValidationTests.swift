@@ -43,9 +43,10 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
                     "https:/", "https:", "http://h/" + String(repeating: "a", count: 65536 - 9),
                     "http://h/" + String(repeating: "a", count: 65536 - 10), "https://a.b.c:1/d/e?f=g#h", "http:// h/",
                     "\u{0}http://h/", "http://h/\u{0}", "hXtp://h/", "@ttp://h/", "http;//h/", "http:/\u{2F}h"]
-        for c: UInt8 in [0x00, 0x09, 0x20, 0x2F, 0x3A, 0x3F, 0x23, 0x40, 0x48, 0x53, 0x68, 0x73, 0x7E, 0x7F, 0x80, 0xFF] {
-            for position in 0..<10 {
-                var b = bytes("https://h/x")
+        // Every kind of byte at every place (the check reads 8 bytes at a time, then the rest).
+        for c: UInt8 in [0x00, 0x09, 0x20, 0x21, 0x2F, 0x3A, 0x3F, 0x23, 0x40, 0x48, 0x53, 0x68, 0x73, 0x7E, 0x7F, 0x80, 0xFF] {
+            for position in 0..<21 {
+                var b = bytes("https://host/path/xyz")
                 b[position] = c
                 urls.append(String(decoding: b, as: UTF8.self))
             }
