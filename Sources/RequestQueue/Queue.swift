@@ -191,11 +191,16 @@ final class Queue: @unchecked Sendable {
                                    streamsBody: request.streamsBody)
         let actions = state.add(request.id, request, traits: traits, now: request.acceptedAt,
                                 key: { request.duplicateKey }, origin: { request.origin })
-        applyLocked(actions)
-        // A coalesced request runs when the one it shares the transfer of runs.
-        if actions.isEmpty, state.duplicates == .coalesce, state.phase(of: request.id) ?? .waiting != .waiting {
-            setState(request, .running)
+        // Most adds to a busy queue only wait: nothing to apply or send.
+        guard !actions.isEmpty else {
+            // A coalesced request runs when the one it shares the transfer of runs.
+            if state.duplicates == .coalesce, state.phase(of: request.id) ?? .waiting != .waiting {
+                setState(request, .running)
+            }
+            monitor.unlock()
+            return RQ_OK
         }
+        applyLocked(actions)
         monitor.unlock()
         send(actions)
         return RQ_OK
