@@ -142,6 +142,8 @@ final class Request: @unchecked Sendable {
     }
 
     private var options: Options?
+    /// Whether a setting kept out of line was written (for the tests).
+    var hasOwnOptions: Bool { options != nil }
     /// What a request without its own box reads (never written).
     private static let defaultOptions = Options()
 
