@@ -39,11 +39,17 @@ struct InheritedSettings: OptionSet {
     }
 }
 
-/// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`.
-struct RequestDefaults {
+/// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`. A class:
+/// `rq_add` passes an absent one along without copying its few hundred bytes.
+final class RequestDefaults {
     let explicit: InheritedSettings
     /// The defaults request's values.
     let values: Request.Inheritable
+
+    init(explicit: InheritedSettings, values: Request.Inheritable) {
+        self.explicit = explicit
+        self.values = values
+    }
 }
 
 extension Request {
