@@ -117,9 +117,7 @@ final class Request: @unchecked Sendable {
 
     /// The settings that few requests change, with their defaults. Written only while the request
     /// is new (under `lock`, like the rest of the configuration), read freely once it is frozen.
-    // @unchecked Sendable: written only while its request is new, under the request's `lock`, and
-    // read once the request is frozen; the shared `defaultOptions` is never written.
-    private final class Options: @unchecked Sendable {
+    private final class Options {
         var headerTimeout: Double?
         var lowSpeed: (rate: Double, time: Double)?
         var user: CString?
@@ -129,7 +127,8 @@ final class Request: @unchecked Sendable {
         var authHandler: rq_auth_fn?
         var retry = RetryPolicy()
         var tag: CString?
-        var maxRedirects = 10
+        static let defaultMaxRedirects = 10
+        var maxRedirects = defaultMaxRedirects
         var maxResponseSize: UInt64 = 0
         var caFile: CString?
         var bodyCallback: rq_data_fn?
@@ -144,8 +143,6 @@ final class Request: @unchecked Sendable {
     private var options: Options?
     /// Whether a setting kept out of line was written (for the tests).
     var hasOwnOptions: Bool { options != nil }
-    /// What a request without its own box reads (never written).
-    private static let defaultOptions = Options()
 
     /// The box to write a setting into, made by the first write.
     private var writableOptions: Options {
@@ -155,89 +152,90 @@ final class Request: @unchecked Sendable {
         return made
     }
 
-    // Each setting reads the request's box, or the defaults; a write goes to the request's box.
+    // Each setting reads the request's box, or its default (the box's initial value); a write goes
+    // to the request's box.
     /// The response-header and low-speed limits; nil: their defaults, which follow the idle timeout.
     var headerTimeout: Double? {
-        get { (options ?? Request.defaultOptions).headerTimeout }
+        get { options?.headerTimeout ?? nil }
         set { writableOptions.headerTimeout = newValue }
     }
     var lowSpeed: (rate: Double, time: Double)? {
-        get { (options ?? Request.defaultOptions).lowSpeed }
+        get { options?.lowSpeed ?? nil }
         set { writableOptions.lowSpeed = newValue }
     }
     /// Caller strings kept byte for byte (they need not be UTF-8).
     var user: CString? {
-        get { (options ?? Request.defaultOptions).user }
+        get { options?.user ?? nil }
         set { writableOptions.user = newValue }
     }
     var password: CString? {
-        get { (options ?? Request.defaultOptions).password }
+        get { options?.password ?? nil }
         set { writableOptions.password = newValue }
     }
     var uploadProgress: rq_progress_fn? {
-        get { (options ?? Request.defaultOptions).uploadProgress }
+        get { options?.uploadProgress ?? nil }
         set { writableOptions.uploadProgress = newValue }
     }
     var downloadProgress: rq_progress_fn? {
-        get { (options ?? Request.defaultOptions).downloadProgress }
+        get { options?.downloadProgress ?? nil }
         set { writableOptions.downloadProgress = newValue }
     }
     var authHandler: rq_auth_fn? {
-        get { (options ?? Request.defaultOptions).authHandler }
+        get { options?.authHandler ?? nil }
         set { writableOptions.authHandler = newValue }
     }
     var retry: RetryPolicy {
-        get { (options ?? Request.defaultOptions).retry }
+        get { options?.retry ?? RetryPolicy() }
         set { writableOptions.retry = newValue }
     }
     var tag: CString? {
-        get { (options ?? Request.defaultOptions).tag }
+        get { options?.tag ?? nil }
         set { writableOptions.tag = newValue }
     }
     var maxRedirects: Int {
-        get { (options ?? Request.defaultOptions).maxRedirects }
+        get { options?.maxRedirects ?? Options.defaultMaxRedirects }
         set { writableOptions.maxRedirects = newValue }
     }
     var maxResponseSize: UInt64 {
-        get { (options ?? Request.defaultOptions).maxResponseSize }
+        get { options?.maxResponseSize ?? 0 }
         set { writableOptions.maxResponseSize = newValue }
     }
     var caFile: CString? {
-        get { (options ?? Request.defaultOptions).caFile }
+        get { options?.caFile ?? nil }
         set { writableOptions.caFile = newValue }
     }
     // Streaming (body chunks or file).
     var bodyCallback: rq_data_fn? {
-        get { (options ?? Request.defaultOptions).bodyCallback }
+        get { options?.bodyCallback ?? nil }
         set { writableOptions.bodyCallback = newValue }
     }
     /// Called with the head (status, headers, URL) of each attempt's final response ("Response heads" in include/requestqueue.h).
     var headCallback: rq_head_fn? {
-        get { (options ?? Request.defaultOptions).headCallback }
+        get { options?.headCallback ?? nil }
         set { writableOptions.headCallback = newValue }
     }
     /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
     var outputPath: [CChar]? {
-        get { (options ?? Request.defaultOptions).outputPath }
+        get { options?.outputPath ?? nil }
         set { writableOptions.outputPath = newValue }
     }
     var outputResume: Bool {
-        get { (options ?? Request.defaultOptions).outputResume }
+        get { options?.outputResume ?? false }
         set { writableOptions.outputResume = newValue }
     }
     /// Headers removed from this request by name: a queue's default of that name is not added.
     var removedHeaders: Set<String> {
-        get { (options ?? Request.defaultOptions).removedHeaders }
+        get { options?.removedHeaders ?? [] }
         set { writableOptions.removedHeaders = newValue }
     }
     /// The queue's cookie jar, when the request uses cookies (set at rq_add).
     var cookieJar: CookieJar? {
-        get { (options ?? Request.defaultOptions).cookieJar }
+        get { options?.cookieJar ?? nil }
         set { writableOptions.cookieJar = newValue }
     }
     /// Transport settings and queue defaults (Transport.swift). Writing unset ones makes no box.
     var transport: TransportSettings {
-        get { (options ?? Request.defaultOptions).transport }
+        get { options?.transport ?? TransportSettings() }
         set { if options != nil || !newValue.isUnset { writableOptions.transport = newValue } }
     }
     /// Whether the request asked for the queue's cookie jar (`rq_request_set_cookies`).
