@@ -393,19 +393,20 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     guard !r.isDefaults else {
         return fail(RQ_ERR_INVALID_STATE, "the request is a queue's defaults (rq_queue_get_defaults): the queue frees it")
     }
-    var alreadyFreed = false
+    var alreadyFreed = false, release = false
     let finalize: (rq_context_free_fn, UnsafeMutableRawPointer?)? = r.lock.withLock {
         guard r.callerHolds else {
             alreadyFreed = true
             return nil
         }
         r.callerHolds = false
+        release = r.handleUnused
         guard r.state == .new, let free = r.contextFree else { return nil }
         return (free, r.context)
     }
     // Freed twice while the request is still in flight: the handle lives on, but not the caller's.
     if alreadyFreed { return fail(RQ_ERR_INVALID_HANDLE, "the request was already freed (it is still in flight)") }
-    r.releaseHandleIfUnused()
+    if release { HandleTable.shared.remove(r.handle) }
     if let (free, context) = finalize { free(context) }
     return RQ_OK
 }

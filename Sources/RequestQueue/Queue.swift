@@ -168,7 +168,10 @@ final class Queue: @unchecked Sendable {
 
     // MARK: Adding and cancelling
 
-    func add(_ request: Request) -> rq_result {
+    /// Takes a new request. Once accepted, it takes `defaults` (the queue's, from `transport`) and
+    /// the queue's cookie jar if it uses cookies (`QueueTransport.add`).
+    func add(_ request: Request, defaults: RequestDefaults? = nil, transport: QueueTransport? = nil) -> rq_result {
+        let now = Clock.now()
         monitor.lock()
         // Under the monitor and the request's lock at once: a request freed by its caller, or
         // added elsewhere, or a queue being freed, is never half-accepted.
@@ -176,9 +179,10 @@ final class Queue: @unchecked Sendable {
             guard request.callerHolds else { return RQ_ERR_INVALID_HANDLE }
             guard request.state == .new else { return RQ_ERR_ALREADY_ADDED }
             guard !state.isClosed else { return RQ_ERR_QUEUE_CLOSED }
+            if let transport, defaults != nil || request.usesCookies { request.inherit(defaults, from: transport) }
             request.state = .waiting
             request.queue = self
-            request.acceptedAt = Clock.now()
+            request.acceptedAt = now
             return RQ_OK
         }
         guard result == RQ_OK else {
@@ -190,11 +194,16 @@ final class Queue: @unchecked Sendable {
                                    streamsBody: request.streamsBody)
         let actions = state.add(request.id, request, traits: traits, now: request.acceptedAt,
                                 key: { request.duplicateKey }, origin: { request.origin })
-        applyLocked(actions)
-        // A coalesced request runs when the one it shares the transfer of runs.
-        if actions.isEmpty, state.duplicates == .coalesce, state.phase(of: request.id) ?? .waiting != .waiting {
-            setState(request, .running)
+        // Most adds to a busy queue only wait: nothing to apply or send.
+        guard !actions.isEmpty else {
+            // A coalesced request runs when the one it shares the transfer of runs.
+            if state.duplicates == .coalesce, state.phase(of: request.id) ?? .waiting != .waiting {
+                setState(request, .running)
+            }
+            monitor.unlock()
+            return RQ_OK
         }
+        applyLocked(actions)
         monitor.unlock()
         send(actions)
         return RQ_OK

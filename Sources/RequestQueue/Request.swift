@@ -31,11 +31,30 @@ final class Request: @unchecked Sendable {
     /// request is gone).
     var id: UInt64 { UInt64(HandleTable.slot(of: handle)) }
 
-    // The state first: adding, cancelling and completing touch it, not the configuration below.
+    // Inline: what every request has or every attempt reads. The settings few requests change
+    // live in `options`, one box made by the first setter that changes one: a waiting request
+    // that sets none of them costs no memory for them (bench/README.md, "The caller's side").
+    // Small fields are grouped so that the layout has no padding between them.
 
     // Lifecycle, under `lock`.
     var state = RequestState.new
     var callerHolds = true
+    /// A leader cancelled by its caller while followers still wait: its own completion was
+    /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
+    var detached = false
+    // Delivery, touched only by the thread delivering this queue's callbacks.
+    var completionDelivered = false
+    /// Set once the completion callback and the context finalizer have returned (under `lock`).
+    var finished = false
+    /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
+    var streamStopped = false
+    /// Configuration (see below): whether a body was set; whether this is a queue's defaults
+    /// request (`rq_queue_get_defaults`): configured, never run or freed.
+    var hasBody = false
+    var isDefaults = false
+    /// The inheritable settings set on this request; the others come from the queue's defaults
+    /// when it is added.
+    var explicitSettings: InheritedSettings = []
     /// The queue that accepted the request, until it completes (a strong reference: a weak one
     /// hides the queue from leak checkers).
     var queue: Queue?
@@ -45,10 +64,12 @@ final class Request: @unchecked Sendable {
     /// The number of the current attempt, set when the queue starts one.
     var attempts = 0
     var challenge: Challenge?
-    var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
-    /// A leader cancelled by its caller while followers still wait: its own completion was
-    /// delivered, its transfer goes on for them. Written under the queue's monitor and `lock`.
-    var detached = false
+    /// The credentials an authentication handler answered with (boxed: few requests have any).
+    var authCredentials: (user: CString, password: CString, scheme: AuthScheme)? {
+        get { answeredCredentials?.value }
+        set { answeredCredentials = newValue.map(Box.init) }
+    }
+    private var answeredCredentials: Box<(user: CString, password: CString, scheme: AuthScheme)>?
 
     /// Engine thread only: the transfer running the current attempt.
     var transfer: Transfer?
@@ -56,38 +77,22 @@ final class Request: @unchecked Sendable {
     /// change (before the engine is told to start the next attempt).
     var transferOptions: Transfer.Options?
 
-    // Delivery, touched only by the thread delivering this queue's callbacks.
-    var completionDelivered = false
-    /// Set once the completion callback and the context finalizer have returned (under `lock`).
-    var finished = false
-
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
     var headers: [Header] = []
     /// The body to send: a new buffer made by `rq_request_set_body`, never appended to later.
     var body = ByteBuffer.empty
-    var hasBody = false
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
     /// (Asked several times per attempt: a GET does not hash its method.)
     var sendsBody: Bool { hasBody || (method != "GET" && HTTPMethods.sendingBody.contains(method)) }
     var timeout = 0.0
     var connectTimeout = 30.0
     var idleTimeout = TransferWatch.defaultIdleTimeout
-    /// The response-header and low-speed limits; nil: their defaults, which follow the idle timeout.
-    var headerTimeout: Double?
-    var lowSpeed: (rate: Double, time: Double)?
     var watchLimits: TransferWatch.Limits { TransferWatch.Limits(idle: idleTimeout, headers: headerTimeout, lowSpeed: lowSpeed) }
-    /// Caller strings kept byte for byte (they need not be UTF-8).
-    var user: CString?
-    var password: CString?
     var completion: rq_completion_fn?
     var context: UnsafeMutableRawPointer?
     var contextFree: rq_context_free_fn?
-    var uploadProgress: rq_progress_fn?
-    var downloadProgress: rq_progress_fn?
-    var authHandler: rq_auth_fn?
-    var retry = RetryPolicy()
     /// scheme://host:port, the unit of per-host limits; made when first needed (under the
     /// queue's monitor).
     var origin: String {
@@ -99,47 +104,164 @@ final class Request: @unchecked Sendable {
     private var cachedOrigin: String?
     /// Priority level (`Scheduler.priorities`); the only setting that may change while the request waits.
     var priority = 0
-    var tag: CString?
-    var maxRedirects = 10
-    var maxResponseSize: UInt64 = 0
-    var caFile: CString?
-    // Streaming (body chunks or file).
-    var bodyCallback: rq_data_fn?
-    /// Called with the head (status, headers, URL) of each attempt's final response ("Response heads" in include/requestqueue.h).
-    var headCallback: rq_head_fn?
-    /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
-    var outputPath: [CChar]?
-    var outputResume = false
     /// Flow control between the engine (producing chunks) and the delivery (consuming them).
     var flow: StreamFlow?
-    /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
-    var streamStopped = false
     /// Download progress over the responses of the current attempt, and the attempt it counts
     /// (engine thread).
     var download = AttemptProgress()
     var progressAttempt = 0
-    /// The last progress delivered (delivery side): the final call of a cancelled request repeats
-    /// it instead of going back to 0.
-    var deliveredDownload: (done: Int64, total: Int64) = (0, -1)
-    var deliveredUpload: (done: Int64, total: Int64) = (0, -1)
     /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
     /// (engine thread; 0 until then).
     var acceptedAt = 0.0
     var firstAttemptAt = 0.0
-    // Transport settings and queue defaults (Transport.swift).
-    var transport = TransportSettings()
-    /// The inheritable settings set on this request; the others come from the queue's defaults.
-    var explicitSettings: InheritedSettings = []
-    /// Those taken from a queue's defaults at rq_add.
-    var inheritedSettings: InheritedSettings = []
+
+    /// The settings that few requests change, with their defaults. Written only while the request
+    /// is new (under `lock`, like the rest of the configuration), read freely once it is frozen.
+    private final class Options {
+        var headerTimeout: Double?
+        var lowSpeed: (rate: Double, time: Double)?
+        var user: CString?
+        var password: CString?
+        var uploadProgress: rq_progress_fn?
+        var downloadProgress: rq_progress_fn?
+        var authHandler: rq_auth_fn?
+        var retry = RetryPolicy()
+        var tag: CString?
+        static let defaultMaxRedirects = 10
+        var maxRedirects = defaultMaxRedirects
+        var maxResponseSize: UInt64 = 0
+        var caFile: CString?
+        var bodyCallback: rq_data_fn?
+        var headCallback: rq_head_fn?
+        var outputPath: [CChar]?
+        var outputResume = false
+        var removedHeaders = Set<String>()
+        var cookieJar: CookieJar?
+        var transport = TransportSettings()
+    }
+
+    private var options: Options?
+    /// Whether a setting kept out of line was written (for the tests).
+    var hasOwnOptions: Bool { options != nil }
+
+    /// The box to write a setting into, made by the first write.
+    private var writableOptions: Options {
+        if let options { return options }
+        let made = Options()
+        options = made
+        return made
+    }
+
+    // Each setting reads the request's box, or its default (the box's initial value); a write goes
+    // to the request's box.
+    /// The response-header and low-speed limits; nil: their defaults, which follow the idle timeout.
+    var headerTimeout: Double? {
+        get { options?.headerTimeout ?? nil }
+        set { writableOptions.headerTimeout = newValue }
+    }
+    var lowSpeed: (rate: Double, time: Double)? {
+        get { options?.lowSpeed ?? nil }
+        set { writableOptions.lowSpeed = newValue }
+    }
+    /// Caller strings kept byte for byte (they need not be UTF-8).
+    var user: CString? {
+        get { options?.user ?? nil }
+        set { writableOptions.user = newValue }
+    }
+    var password: CString? {
+        get { options?.password ?? nil }
+        set { writableOptions.password = newValue }
+    }
+    var uploadProgress: rq_progress_fn? {
+        get { options?.uploadProgress ?? nil }
+        set { writableOptions.uploadProgress = newValue }
+    }
+    var downloadProgress: rq_progress_fn? {
+        get { options?.downloadProgress ?? nil }
+        set { writableOptions.downloadProgress = newValue }
+    }
+    var authHandler: rq_auth_fn? {
+        get { options?.authHandler ?? nil }
+        set { writableOptions.authHandler = newValue }
+    }
+    var retry: RetryPolicy {
+        get { options?.retry ?? RetryPolicy() }
+        set { writableOptions.retry = newValue }
+    }
+    var tag: CString? {
+        get { options?.tag ?? nil }
+        set { writableOptions.tag = newValue }
+    }
+    var maxRedirects: Int {
+        get { options?.maxRedirects ?? Options.defaultMaxRedirects }
+        set { writableOptions.maxRedirects = newValue }
+    }
+    var maxResponseSize: UInt64 {
+        get { options?.maxResponseSize ?? 0 }
+        set { writableOptions.maxResponseSize = newValue }
+    }
+    var caFile: CString? {
+        get { options?.caFile ?? nil }
+        set { writableOptions.caFile = newValue }
+    }
+    // Streaming (body chunks or file).
+    var bodyCallback: rq_data_fn? {
+        get { options?.bodyCallback ?? nil }
+        set { writableOptions.bodyCallback = newValue }
+    }
+    /// Called with the head (status, headers, URL) of each attempt's final response ("Response heads" in include/requestqueue.h).
+    var headCallback: rq_head_fn? {
+        get { options?.headCallback ?? nil }
+        set { writableOptions.headCallback = newValue }
+    }
+    /// The output file's path as given (NUL-terminated bytes: any file name, UTF-8 or not).
+    var outputPath: [CChar]? {
+        get { options?.outputPath ?? nil }
+        set { writableOptions.outputPath = newValue }
+    }
+    var outputResume: Bool {
+        get { options?.outputResume ?? false }
+        set { writableOptions.outputResume = newValue }
+    }
     /// Headers removed from this request by name: a queue's default of that name is not added.
-    var removedHeaders = Set<String>()
-    /// The defaults request of a queue (`rq_queue_get_defaults`): configured, never run or freed.
-    var isDefaults = false
+    var removedHeaders: Set<String> {
+        get { options?.removedHeaders ?? [] }
+        set { writableOptions.removedHeaders = newValue }
+    }
     /// The queue's cookie jar, when the request uses cookies (set at rq_add).
-    var cookieJar: CookieJar?
+    var cookieJar: CookieJar? {
+        get { options?.cookieJar ?? nil }
+        set { writableOptions.cookieJar = newValue }
+    }
+    /// Transport settings and queue defaults (Transport.swift). Writing unset ones makes no box.
+    var transport: TransportSettings {
+        get { options?.transport ?? TransportSettings() }
+        set { if options != nil || !newValue.isUnset { writableOptions.transport = newValue } }
+    }
+    /// Whether the request asked for the queue's cookie jar (`rq_request_set_cookies`).
+    var usesCookies: Bool { options?.transport.cookies == true }
     /// Whether the body of a 2xx response goes to the callback or the file, not to the response.
-    var streamsBody: Bool { bodyCallback != nil || outputPath != nil }
+    var streamsBody: Bool { options.map { $0.bodyCallback != nil || $0.outputPath != nil } ?? false }
+
+    /// The last progress delivered (delivery side): the final call of a cancelled request repeats
+    /// it instead of going back to 0. Boxed, made by the first progress delivered: few requests
+    /// have a progress callback.
+    var deliveredDownload: (done: Int64, total: Int64) {
+        get { delivered?.value.download ?? (0, -1) }
+        set { deliveredBox.value.download = newValue }
+    }
+    var deliveredUpload: (done: Int64, total: Int64) {
+        get { delivered?.value.upload ?? (0, -1) }
+        set { deliveredBox.value.upload = newValue }
+    }
+    private typealias Delivered = (download: (done: Int64, total: Int64), upload: (done: Int64, total: Int64))
+    private var delivered: Box<Delivered>?
+    private var deliveredBox: Box<Delivered> {
+        if let delivered { return delivered }
+        let made = Box<Delivered>((download: (0, -1), upload: (0, -1)))
+        delivered = made
+        return made
+    }
 
     init(url: ValidatedURL) {
         self.url = url
@@ -163,9 +285,11 @@ final class Request: @unchecked Sendable {
     /// goes on for its followers: its slot, which is its id in the queue, stays taken until it
     /// completes too.)
     func releaseHandleIfUnused() {
-        let release = lock.withLock { !callerHolds && (state == .new || (finished && state == .completed)) }
-        if release { HandleTable.shared.remove(handle) }
+        if lock.withLock({ handleUnused }) { HandleTable.shared.remove(handle) }
     }
+
+    /// Whether nobody can use the handle any more (under `lock`).
+    var handleUnused: Bool { !callerHolds && (state == .new || (finished && state == .completed)) }
 
     /// The duplicate-equality key (see the header: method, URL, headers, body).
     var duplicateKey: DuplicateKey { DuplicateKey(self) }
@@ -226,4 +350,10 @@ final class Challenge: Sendable {
     var pointer: OpaquePointer? { HandleTable.pointer(handle) }
 
     func invalidate() { HandleTable.shared.remove(handle) }
+}
+
+/// A value kept out of line: a field that few objects use costs them one pointer.
+private final class Box<Value> {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }

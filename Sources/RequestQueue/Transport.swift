@@ -39,11 +39,17 @@ struct InheritedSettings: OptionSet {
     }
 }
 
-/// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`.
-struct RequestDefaults {
+/// What a queue's defaults give: a snapshot of its defaults request, taken at `rq_add`. A class:
+/// `rq_add` passes an absent one along without copying its few hundred bytes.
+final class RequestDefaults {
     let explicit: InheritedSettings
     /// The defaults request's values.
     let values: Request.Inheritable
+
+    init(explicit: InheritedSettings, values: Request.Inheritable) {
+        self.explicit = explicit
+        self.values = values
+    }
 }
 
 extension Request {
@@ -56,8 +62,7 @@ extension Request {
         return r
     }
 
-    /// What `inherit` changes: the values a queue's defaults give, and those put back when the
-    /// queue does not accept the request.
+    /// The values a queue's defaults give (`inherit`).
     struct Inheritable {
         let timeout: Double, connectTimeout: Double, idleTimeout: Double
         let headerTimeout: Double?, lowSpeed: (rate: Double, time: Double)?
@@ -66,37 +71,17 @@ extension Request {
         let retry: RetryPolicy
         let headers: [Header]
         let transport: TransportSettings
-        let cookieJar: CookieJar?
-        let inherited: InheritedSettings
     }
 
     var inheritable: Inheritable {
         Inheritable(timeout: timeout, connectTimeout: connectTimeout, idleTimeout: idleTimeout,
                     headerTimeout: headerTimeout, lowSpeed: lowSpeed, user: user, password: password,
                     maxRedirects: maxRedirects, maxResponseSize: maxResponseSize, caFile: caFile, retry: retry,
-                    headers: headers, transport: transport, cookieJar: cookieJar, inherited: inheritedSettings)
+                    headers: headers, transport: transport)
     }
 
-    func restore(_ saved: Inheritable) {
-        timeout = saved.timeout
-        connectTimeout = saved.connectTimeout
-        idleTimeout = saved.idleTimeout
-        headerTimeout = saved.headerTimeout
-        lowSpeed = saved.lowSpeed
-        user = saved.user
-        password = saved.password
-        maxRedirects = saved.maxRedirects
-        maxResponseSize = saved.maxResponseSize
-        caFile = saved.caFile
-        retry = saved.retry
-        headers = saved.headers
-        transport = saved.transport
-        cookieJar = saved.cookieJar
-        inheritedSettings = saved.inherited
-    }
-
-    /// Takes every setting neither set on this request nor already inherited from `d` (under this
-    /// request's lock, before it is accepted), and the queue's cookie jar if it uses cookies.
+    /// Takes every setting not set on this request from `d`, and the queue's cookie jar if it uses
+    /// cookies (as the queue accepts it: under the queue's monitor and this request's lock).
     func inherit(_ d: RequestDefaults?, from queue: QueueTransport) {
         if let d { inherit(d) }
         if transport.cookies == true, cookieJar == nil { cookieJar = queue.cookieJar() }
@@ -104,8 +89,7 @@ extension Request {
 
     private func inherit(_ d: RequestDefaults) {
         let values = d.values
-        let take = d.explicit.subtracting(explicitSettings).subtracting(inheritedSettings)
-        inheritedSettings.formUnion(take)
+        let take = d.explicit.subtracting(explicitSettings)
         if take.contains(.timeout) { timeout = values.timeout }
         if take.contains(.connectTimeout) { connectTimeout = values.connectTimeout }
         if take.contains(.idleTimeout) { idleTimeout = values.idleTimeout }
@@ -142,35 +126,28 @@ extension Request {
 final class QueueTransport: @unchecked Sendable {
     private let lock = Lock()
     private var defaultsRequest: Request?
+    /// Set once the defaults request is made (it stays until the queue is closed).
+    private let hasDefaults = Atomic<Bool>(false)
     private var jar: CookieJar?
     private var closed = false
 
     /// The defaults request (made on first call); nil once the queue is closed.
     func defaults() -> Request? {
         lock.withLock {
-            if defaultsRequest == nil, !closed { defaultsRequest = Request.makeDefaults() }
+            if defaultsRequest == nil, !closed {
+                defaultsRequest = Request.makeDefaults()
+                hasDefaults.store(true, ordering: .releasing)
+            }
             return defaultsRequest
         }
     }
 
-    /// `rq_add`: the request takes the queue's defaults, then the queue takes it; a request the
-    /// queue refuses (already added, queue closed, ...) gets its own settings back.
+    /// `rq_add`: the queue takes the request, which takes the queue's defaults and cookie jar once
+    /// accepted (`Queue.add`, under the request's lock): a request the queue refuses (already
+    /// added, queue closed, ...) keeps its own settings.
     func add(_ r: Request, to q: Queue) -> rq_result {
-        // Most queues have no defaults and most requests use no cookies: nothing to take.
-        if lock.withLock({ defaultsRequest == nil }), !r.lock.withLock({ r.state == .new && r.transport.cookies == true }) {
-            return q.add(r)
-        }
-        let defaults = snapshot()
-        let saved: Request.Inheritable? = r.lock.withLock {
-            // Nothing to inherit (no defaults, no cookies): nothing to save either.
-            guard r.state == .new, defaults != nil || r.transport.cookies == true else { return nil }
-            let saved = r.inheritable
-            r.inherit(defaults, from: self)
-            return saved
-        }
-        let result = q.add(r)
-        if result != RQ_OK, let saved { r.lock.withLock { if r.state == .new { r.restore(saved) } } }
-        return result
+        // Most queues have no defaults: no lock to take to know it.
+        q.add(r, defaults: hasDefaults.load(ordering: .acquiring) ? snapshot() : nil, transport: self)
     }
 
     /// What `rq_add` gives a request: nil when the queue has no defaults.

@@ -24,9 +24,13 @@ enum URLParser {
     /// `Validation.urlSyntax` has already refused, or run out of memory. So such a URL is accepted
     /// with the same parts, as a parse would accept it.
     static func parse(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>) throws(Failure) -> ValidatedURL {
-        let https: Bool
-        do throws(InputError) { https = try Validation.urlSyntax(bytes) } catch { throw .input(error) }
-        let authority = Validation.authorityEnd(bytes)
+        let https: Bool, authority: Int
+        if let common = Validation.commonURL(bytes) {
+            (https, authority) = common
+        } else {
+            do throws(InputError) { https = try Validation.urlSyntax(bytes) } catch { throw .input(error) }
+            authority = Validation.authorityEnd(bytes)
+        }
         let last = LastURL.current
         if let parsed = last?.parts(of: bytes, authorityEnd: authority) { return parsed.with(string: String(decoding: bytes, as: UTF8.self)) }
         let parsed = try parsedByLibcurl(url, bytes, https: https)

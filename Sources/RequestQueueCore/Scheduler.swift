@@ -177,7 +177,8 @@ public struct Scheduler<Key: Hashable> {
             idsByKey[key, default: []].append(id)
         }
         let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
-        keys[id] = key
+        // `remove` leaves no key or origin behind: an id without them needs no write.
+        if let key { keys[id] = key }
         if !origin.isEmpty { origins[id] = origin }
         insertWaiting(id, Entry(ticket: 0, priority: level))
         return replaced

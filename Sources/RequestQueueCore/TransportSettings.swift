@@ -46,6 +46,9 @@ public struct TransportSettings: Equatable, Sendable {
 
     public init() {}
 
+    /// Whether every setting is unset (no setter ran, or each one it ran put nil back).
+    public var isUnset: Bool { pristine.value || self == TransportSettings() }
+
     /// `==`, without looking at each setting when neither was ever assigned (most requests'):
     /// compared for every attempt.
     public func equals(_ other: TransportSettings) -> Bool {
@@ -83,7 +86,7 @@ public struct TransportSettings: Equatable, Sendable {
 
 extension ValidatedURL {
     /// The URL of a queue's defaults request, which is never sent.
-    public static let placeholder = ValidatedURL(string: "http://defaults.invalid/", scheme: "http",
+    public static let placeholder = ValidatedURL(string: "http://defaults.invalid/", https: false,
                                                  host: "defaults.invalid", port: 80)
 }
 

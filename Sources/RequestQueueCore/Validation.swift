@@ -50,18 +50,30 @@ public struct InputError: Error, Equatable, Sendable {
 public struct ValidatedURL: Equatable, Sendable {
     /// The URL as given (duplicate equality compares it byte for byte; libcurl is given it too).
     public let string: String
-    /// "http" or "https", lowercased.
-    public let scheme: String
     /// The host libcurl connects to (lowercased), without brackets for IPv6 literals, with a zone
     /// as "%25zone".
     public let host: String
-    public let port: Int
+    /// Kept small: every waiting request holds its URL.
+    private let portNumber: UInt16
+    /// Whether the scheme is https (else http).
+    public let https: Bool
+    public var port: Int { Int(portNumber) }
+    /// "http" or "https", lowercased.
+    public var scheme: String { https ? "https" : "http" }
     /// scheme://host:port, the unit of per-host limits.
     public var origin: String { "\(scheme)://\(host):\(port)" }
 
+    /// `port` is 1...65535 (`Validation.url` checks it).
+    init(string: String, https: Bool, host: String, port: UInt16) {
+        self.string = string
+        self.https = https
+        self.host = host
+        portNumber = port
+    }
+
     /// The same parts for another spelling of the URL with the same scheme and authority.
     public func with(string: String) -> ValidatedURL {
-        ValidatedURL(string: string, scheme: scheme, host: host, port: port)
+        ValidatedURL(string: string, https: https, host: host, port: portNumber)
     }
 }
 
@@ -130,6 +142,39 @@ public enum Validation {
         return https
     }
 
+    /// `urlSyntax` and `authorityEnd` in one pass for the common URL: printable ASCII, at most
+    /// `maxURLLength` bytes, starting "http://" or "https://" (any case) and a first authority
+    /// byte other than "/". Returns whether it is https and where its authority ends, as those
+    /// two would; nil for any other URL (which `urlSyntax` then accepts or explains).
+    public static func commonURL(_ b: UnsafeBufferPointer<UInt8>) -> (https: Bool, authorityEnd: Int)? {
+        let n = b.count
+        guard n >= 8, n <= maxURLLength, let p = b.baseAddress else { return nil }
+        // `| 0x20` lowercases a letter; no other byte becomes one of these letters.
+        guard p[0] | 0x20 == UInt8(ascii: "h"), p[1] | 0x20 == UInt8(ascii: "t"), p[2] | 0x20 == UInt8(ascii: "t"),
+              p[3] | 0x20 == UInt8(ascii: "p") else { return nil }
+        let https = p[4] | 0x20 == UInt8(ascii: "s")
+        let colon = https ? 5 : 4
+        guard colon + 3 < n, p[colon] == UInt8(ascii: ":"), p[colon + 1] == UInt8(ascii: "/"), p[colon + 2] == UInt8(ascii: "/"),
+              p[colon + 3] != UInt8(ascii: "/") else { return nil }
+        // Printable ASCII, 8 bytes at a time: a word has a byte below 0x21 when
+        // (w - 0x21...) & ~w & 0x80... is not 0, a byte above 0x7E when (w + 0x01...) | w has a
+        // high bit set (both exact: no false positive or negative).
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        var i = 0
+        while i + 8 <= n {
+            let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+            guard (w &- ones &* 0x21) & ~w & highs == 0, ((w &+ ones) | w) & highs == 0 else { return nil }
+            i += 8
+        }
+        while i < n {
+            guard p[i] > 0x20, p[i] < 0x7F else { return nil }
+            i += 1
+        }
+        i = colon + 3
+        while i < n, p[i] != UInt8(ascii: "/"), p[i] != UInt8(ascii: "?"), p[i] != UInt8(ascii: "#") { i += 1 }
+        return (https, i)
+    }
+
     /// Where the "scheme://authority" of a URL accepted by `urlSyntax` ends: the offset of the first
     /// "/", "?" or "#" after the "//", or the URL's length. libcurl reads the host and port from
     /// the bytes before it (lib/urlapi.c, HOSTNAME_END).
@@ -168,7 +213,7 @@ public enum Validation {
         var hostString = String(decoding: name, as: UTF8.self)
         if name.contains(where: isUpper) { hostString = hostString.lowercased() }
         if let zone { hostString += "%25" + String(decoding: zone, as: UTF8.self) }
-        return ValidatedURL(string: given, scheme: https ? "https" : "http", host: hostString, port: number)
+        return ValidatedURL(string: given, https: https, host: hostString, port: UInt16(truncatingIfNeeded: number))
     }
 
     /// The letter of "https" at `index` (0 past its end).

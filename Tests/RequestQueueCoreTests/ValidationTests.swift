@@ -33,6 +33,38 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
 
     // MARK: URL syntax (before libcurl)
 
+    /// The one-pass check of common URLs answers as `urlSyntax` and `authorityEnd` do, and takes
+    /// the usual URLs (the others go to `urlSyntax`, which explains a refusal).
+    @Test func commonURLAgreesWithTheFullChecks() throws {
+        var urls = ["http://h", "https://h", "HTTP://h/x", "HtTpS://h:8080/p?q#f", "http://h?x", "http://h#x",
+                    "http://[::1]:80/", "http://u:p@h/", "http:///x", "https:///", "http://", "https://", "http:/x",
+                    "httpx://h/", "http:x", "hTtp://h", "ftp://h/", "h://x", "http:\\h", "https//h/x", "http//h/x",
+                    "http://h/a b", "http://h/\u{7F}", "http://h/é", "http://h\t/", "Http://H/", "httpS://h",
+                    "https:/", "https:", "http://h/" + String(repeating: "a", count: 65536 - 9),
+                    "http://h/" + String(repeating: "a", count: 65536 - 10), "https://a.b.c:1/d/e?f=g#h", "http:// h/",
+                    "\u{0}http://h/", "http://h/\u{0}", "hXtp://h/", "@ttp://h/", "http;//h/", "http:/\u{2F}h"]
+        // Every kind of byte at every place (the check reads 8 bytes at a time, then the rest).
+        for c: UInt8 in [0x00, 0x09, 0x20, 0x21, 0x2F, 0x3A, 0x3F, 0x23, 0x40, 0x48, 0x53, 0x68, 0x73, 0x7E, 0x7F, 0x80, 0xFF] {
+            for position in 0..<21 {
+                var b = bytes("https://host/path/xyz")
+                b[position] = c
+                urls.append(String(decoding: b, as: UTF8.self))
+            }
+        }
+        var taken = 0
+        for url in urls {
+            let b = bytes(url)
+            guard let common = b.withUnsafeBufferPointer({ Validation.commonURL($0) }) else { continue }
+            taken += 1
+            #expect(try Validation.urlSyntax(b) == common.https, "\(url)")
+            #expect(b.withUnsafeBufferPointer { Validation.authorityEnd($0) } == common.authorityEnd, "\(url)")
+        }
+        #expect(taken > 20)
+        for url in ["http://h", "https://127.0.0.1:8080/small.bin", "HTTPS://example.com?q", "http://[::1]/"] {
+            #expect(bytes(url).withUnsafeBufferPointer { Validation.commonURL($0) } != nil, "\(url)")
+        }
+    }
+
     @Test func urlSyntax() throws {
         #expect(try Validation.urlSyntax(bytes("http://h")) == false)
         #expect(try Validation.urlSyntax(bytes("HtTpS://h")) == true)
