@@ -161,9 +161,13 @@ final class Request: @unchecked Sendable {
     /// Releases the handle once nobody can use it any more: the caller freed it and the request
     /// is not in flight. (A leader detached by its cancel got its completion while its transfer
     /// goes on for its followers: its slot, which is its id in the queue, stays taken until it
-    /// completes too.)
-    func releaseHandleIfUnused() {
-        let release = lock.withLock { !callerHolds && (state == .new || (finished && state == .completed)) }
+    /// completes too.) `finishing`: its completion has just run; marks it `finished` under the
+    /// same lock.
+    func releaseHandleIfUnused(finishing: Bool = false) {
+        let release = lock.withLock {
+            if finishing { finished = true }
+            return !callerHolds && (state == .new || (finished && state == .completed))
+        }
         if release { HandleTable.shared.remove(handle) }
     }
 

@@ -389,8 +389,8 @@ public final class QueueState<Key: Hashable, Ref> {
 
     /// An attempt ended: complete the request, retry it under `retry` (the engine arms the timer),
     /// or ask its authentication handler. Nothing when `generation` is not the running attempt.
-    /// `random` in [0, 1) draws the retry's jitter.
-    public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy,
+    /// `random` in [0, 1) draws the retry's jitter; `retry` nil: the request is not retried.
+    public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy?,
                              method: String, random: Double, now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
