@@ -398,6 +398,8 @@ final class Engine: @unchecked Sendable {
     /// Posts the head of the attempt's final response to those with a head callback; `make` runs
     /// only when one has.
     func postHead(_ request: Request, _ generation: UInt64, _ make: () -> Response) {
+        // Set by the queue before it sent this attempt's start (Request.headWanted).
+        guard request.headWanted else { return }
         var head: Response?
         _ = queue.post(request, generation: generation, wantsHead: true) { recipient in
             let made = head ?? make()

@@ -168,6 +168,7 @@ extension Queue {
             switch action {
             case let .start(request, _, attempt):
                 request.attempts = attempt
+                request.headWanted = state.headWanted(request.id)
                 if request.state != .running {
                     setState(request, .running)
                     state.forEachFollower(of: request.id) { setState($0, .running) }

@@ -44,6 +44,10 @@ final class Request: @unchecked Sendable {
     // that the queue's `QueueState` holds (attempts, generations, coalescing).
     /// The number of the current attempt, set when the queue starts one.
     var attempts = 0
+    /// Whether a request that gets the current attempt's events has a head callback, set when the
+    /// queue starts the attempt (none with one can join it later): the engine makes no head
+    /// for nobody (Engine.postHead).
+    var headWanted = false
     var challenge: Challenge?
     var authCredentials: (user: CString, password: CString, scheme: AuthScheme)?
     /// A leader cancelled by its caller while followers still wait: its own completion was

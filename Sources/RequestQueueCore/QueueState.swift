@@ -190,6 +190,15 @@ public final class QueueState<Key: Hashable, Ref> {
         return true
     }
 
+    /// Whether a request that gets the events of the attempt of `id` that starts now has a head
+    /// callback. (None with one joins a running transfer later: `add` does not let it.)
+    public func headWanted(_ id: UInt64) -> Bool {
+        guard let record = records[id] else { return false }
+        if !record.detached, record.wantsHead { return true }
+        guard let list = followers[id] else { return false }
+        return list.contains { records[$0]?.wantsHead == true }
+    }
+
     private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
         if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
         guard let list = followers[id] else { return }
