@@ -20,7 +20,7 @@ extension Queue {
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
     /// batch (`signalOwedEvents`); any other thread wakes it now.
-    func postLocked(_ event: Event) {
+    func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {

@@ -96,9 +96,14 @@ extension Queue {
         if let request = report.request, !holds(request) { return QueueActions() }
         switch report {
         case let .attemptEnded(request, generation, response):
-            // The policy is copied (two sets) only when it can retry.
+            // The policy (two sets) is copied only when it can retry; the nil is a literal, which
+            // nothing has to destroy.
+            guard request.retry.enabled else {
+                return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
+                                          method: request.method, random: 0, now: Clock.now())
+            }
             return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
-                                      retry: request.retry.enabled ? request.retry : nil, method: request.method,
+                                      retry: request.retry, method: request.method,
                                       random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
             return state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())

@@ -65,7 +65,9 @@ public struct QueueActions<Ref>: Sequence {
 
     public var isEmpty: Bool { count == 0 }
 
-    public mutating func append(_ action: QueueAction<Ref>) {
+    /// Takes `action` over (`consuming`: the caller's reference moves in, without a retain and a
+    /// release).
+    public mutating func append(_ action: consuming QueueAction<Ref>) {
         switch count {
         case 0: a0 = action
         case 1: a1 = action

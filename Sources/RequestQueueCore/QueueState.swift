@@ -493,13 +493,15 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Starts what the scheduler lets start; asks for a wake-up when the rate limit holds back one.
     private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
         scheduler.takeStartable(now: now) { id in
-            guard var record = records[id], let ref = refs[id] else { return }
-            record.phase = .running
-            record.generation &+= 1
-            record.attempts = 1
-            records[id] = record
+            // The record changes in place (no copy out and back).
+            guard let ref = refs[id], let generation = records.modify(id, { record -> UInt64 in
+                record.phase = .running
+                record.generation &+= 1
+                record.attempts = 1
+                return record.generation
+            }) else { return }
             stats.started += 1
-            actions.append(.start(ref, generation: record.generation, attempt: 1))
+            actions.append(.start(ref, generation: generation, attempt: 1))
         }
         if scheduler.rateLimit != nil, let next = scheduler.nextStartTime(now: now), next != scheduledWake {
             scheduledWake = next
