@@ -279,13 +279,15 @@ final class Engine: @unchecked Sendable {
             }
             beginningStarts = true
             begin(request, generation: generation)
-            var next = 0
-            while next < dueStarts.count {
-                let (request, generation) = dueStarts[next]
-                next += 1
-                begin(request, generation: generation)
+            if !dueStarts.isEmpty {
+                var next = 0
+                while next < dueStarts.count {
+                    let (request, generation) = dueStarts[next]
+                    next += 1
+                    begin(request, generation: generation)
+                }
+                dueStarts.removeAll(keepingCapacity: true)
             }
-            dueStarts.removeAll(keepingCapacity: true)
             beginningStarts = false
         }
     }
@@ -301,7 +303,7 @@ final class Engine: @unchecked Sendable {
                                            attempts: request.attempts)))
             return
         }
-        guard let transfer = pool.popLast() ?? Transfer(engine: self) else {
+        guard let transfer = pool.isEmpty ? Transfer(engine: self) : pool.removeLast() else {
             report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
             return
         }

@@ -84,6 +84,8 @@ public struct QueueActions<Ref>: Sequence {
         if count > 1 { body(a1) }
         if count > 2 { body(a2) }
         if count > 3 { body(a3) }
+        // Not even an empty array to copy and destroy on the common path.
+        guard count > 4 else { return }
         for action in more { body(action) }
     }
 
