@@ -433,6 +433,9 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         for id in UInt64(1)...6 { actions.append(.abort(id)) }
         #expect(actions.count == 6)
         #expect(Array(actions) == (UInt64(1)...6).map { .abort($0) })
+        var seen: [QueueAction<UInt64>] = []
+        actions.forEach { seen.append($0) }
+        #expect(seen == (UInt64(1)...6).map { .abort($0) })
         var few = QueueActions<UInt64>()
         few.append(.wake(at: 1))
         few.append(.head(2))
