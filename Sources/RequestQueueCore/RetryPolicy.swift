@@ -142,7 +142,7 @@ public enum AttemptDecision: Equatable, Sendable {
                               random: Double = 0) -> AttemptDecision {
         if outcome == .httpStatus, status == 401, hasAuthHandler { return .challenge }
         if let delay = retry?.delayAfter(attempt: attempt, outcome: outcome, status: status, method: method,
-                                        retryAfter: retryAfter, random: random) {
+                                         retryAfter: retryAfter, random: random) {
             return .retry(after: delay)
         }
         return .complete
