@@ -67,6 +67,9 @@ final class Engine: @unchecked Sendable {
     private var startedThisTurn = 0
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
+    /// Attempts started by a report made while `report` was beginning others (`report`).
+    private var dueStarts: [(Request, UInt64)] = []
+    private var beginningStarts = false
     /// Whether the environment names a proxy, read by the first attempt that starts in a turn of
     /// the loop (after the commands were taken: a command sent after a setenv sees it) and shared
     /// by the others of that turn; nil until then (Transfer.configureRoute).
@@ -221,6 +224,7 @@ final class Engine: @unchecked Sendable {
                     request.transfer?.unpause()
                 }
             }
+            let startedBeforePerform = startedThisTurn
             curl_multi_perform(multi, &stillRunning)
             postFilledChunks()
             readFinished()
@@ -234,13 +238,11 @@ final class Engine: @unchecked Sendable {
                 return false
             }
             for timer in due {
-                if case .start = queue.report(.retryDue(timer.request, generation: timer.generation)) {
-                    start(timer.request, generation: timer.generation)
-                }
+                report(.retryDue(timer.request, generation: timer.generation))
             }
             if let wake = wakeAt, wake <= now {
                 wakeAt = nil
-                _ = queue.report(.startDue)
+                report(.startDue)
                 continue
             }
             if !due.isEmpty { continue }
@@ -255,6 +257,9 @@ final class Engine: @unchecked Sendable {
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
+            // Transfers begun after this turn's perform (by the reports above) go to libcurl now,
+            // as a start taken from the inbox would.
+            if startedThisTurn > startedBeforePerform { continue }
             if inboxLock.withLock({ !inbox.isEmpty }) { continue }
             if queue.eventsOwed > 0 {
                 // Events this thread posted wait for the delivery: deliver them in batches while
@@ -307,19 +312,50 @@ final class Engine: @unchecked Sendable {
         wakeState.store(Engine.awake, ordering: .sequentiallyConsistent)
     }
 
+    /// A start sent through the inbox: the request may have been cancelled since.
     private func start(_ request: Request, generation: UInt64) {
         guard queue.isCurrent(request, generation: generation) else { return }
+        begin(request, generation: generation)
+    }
+
+    /// Reports to the queue; begins the attempts it starts, in order. A start that fails reports
+    /// again from inside `begin`: the attempts that report starts wait in `dueStarts` for the
+    /// outer call, so that a run of failing starts does not nest.
+    @discardableResult
+    private func report(_ report: EngineReport) -> EngineReply {
+        queue.report(report) { request, generation in
+            if beginningStarts {
+                dueStarts.append((request, generation))
+                return
+            }
+            beginningStarts = true
+            begin(request, generation: generation)
+            if !dueStarts.isEmpty {
+                var next = 0
+                while next < dueStarts.count {
+                    let (request, generation) = dueStarts[next]
+                    next += 1
+                    begin(request, generation: generation)
+                }
+                dueStarts.removeAll(keepingCapacity: true)
+            }
+            beginningStarts = false
+        }
+    }
+
+    /// Starts an attempt the queue has just decided to start.
+    private func begin(_ request: Request, generation: UInt64) {
         if let old = request.transfer { recycle(old) }
         // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
         if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
             let message = "cannot use the CA file \(decodeCString(caFile)): not a regular file"
-            _ = queue.report(.failedToStart(request, generation: generation,
-                                            Response(outcome: .tls, status: 0, url: request.url.string, message: message,
-                                                     attempts: request.attempts)))
+            report(.failedToStart(request, generation: generation,
+                                  Response(outcome: .tls, status: 0, url: request.url.string, message: message,
+                                           attempts: request.attempts)))
             return
         }
-        guard let transfer = pool.popLast() ?? Transfer(engine: self) else {
-            _ = queue.report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
+        guard let transfer = pool.isEmpty ? Transfer(engine: self) : pool.removeLast() else {
+            report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
             return
         }
         transfer.begin(request, generation: generation)
@@ -327,7 +363,7 @@ final class Engine: @unchecked Sendable {
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
             pool.append(transfer)
-            _ = queue.report(.failedToStart(request, generation: generation, failure(request, "libcurl refused the transfer")))
+            report(.failedToStart(request, generation: generation, failure(request, "libcurl refused the transfer")))
             return
         }
         transfer.slot = running.count
@@ -371,7 +407,7 @@ final class Engine: @unchecked Sendable {
 
     /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
     private func finished(_ request: Request, _ generation: UInt64, _ response: Response) {
-        if case let .retry(delay, next) = queue.report(.attemptEnded(request, generation: generation, response)) {
+        if case let .retry(delay, next) = report(.attemptEnded(request, generation: generation, response)) {
             timers.append((Clock.now() + delay, request, next))
         }
     }
@@ -415,6 +451,8 @@ final class Engine: @unchecked Sendable {
     /// Posts the head of the attempt's final response to those with a head callback; `make` runs
     /// only when one has.
     func postHead(_ request: Request, _ generation: UInt64, _ make: () -> Response) {
+        // Set by the queue before it sent this attempt's start (Request.headWanted).
+        guard request.headWanted else { return }
         var head: Response?
         _ = queue.post(request, generation: generation, wantsHead: true) { recipient in
             let made = head ?? make()

@@ -20,7 +20,7 @@ extension Queue {
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
     /// batch (`signalOwedEvents`); any other thread wakes it now.
-    func postLocked(_ event: Event) {
+    func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
@@ -94,6 +94,9 @@ extension Queue {
             swap(&batch, &pending)
             monitor.unlock()
             let count = batch.count
+            // This thread runs only this queue's callbacks: the mark is set per batch (the handle
+            // is known once the first event is posted), not per event.
+            CallbackContext.currentQueue = handle
             engine.deferringWakeUps {
                 while let event = batch.popFront() {
                     run(event)
@@ -117,9 +120,9 @@ extension Queue {
 
     // MARK: Delivery
 
+    /// Runs one event's callbacks; the caller has marked the thread as running this queue's
+    /// callbacks (`CallbackContext.currentQueue`).
     private func run(_ event: Event) {
-        let previous = CallbackContext.currentQueue
-        CallbackContext.currentQueue = handle
         switch event {
         case let .progress(request, upload, done, total):
             if !request.completionDelivered, let fn = upload ? request.uploadProgress : request.downloadProgress {
@@ -141,12 +144,10 @@ extension Queue {
                 fn(request.context, request.pointer, head.pointer)
             }
         }
-        CallbackContext.currentQueue = previous
         // Before the count drops (`delivered`): whoever waits for it (rq_queue_free, wait_idle)
         // then finds the request finished.
         if case let .completion(request, _) = event {
-            request.lock.withLock { request.finished = true }
-            request.releaseHandleIfUnused()
+            request.releaseHandleIfUnused(finishing: true)
         }
     }
 
@@ -199,6 +200,9 @@ extension Queue {
         defer { dispatchLock.unlock() }
         let count = limit > 0 ? limit : monitor.withLock { pending.count }
         var ran = 0
+        let previous = CallbackContext.currentQueue
+        CallbackContext.currentQueue = handle
+        defer { CallbackContext.currentQueue = previous }
         engine.deferringWakeUps {
             var reset: Int?
             while true {

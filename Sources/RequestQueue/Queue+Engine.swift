@@ -33,19 +33,14 @@ extension EngineReport {
         case .startDue: nil
         }
     }
-
-    var isRetryDue: Bool {
-        if case .retryDue = self { true } else { false }
-    }
 }
 
-/// What the engine does next itself, on its own thread (other commands go through its inbox).
+/// What the engine does next itself, on its own thread, besides the starts (other commands go
+/// through its inbox).
 enum EngineReply {
     case none
     /// Arm a retry timer: report `retryDue` of `generation` after `delay` seconds.
     case retry(delay: Double, generation: UInt64)
-    /// Start the attempt whose retry came due, now.
-    case start
 }
 
 extension AttemptReport {
@@ -73,13 +68,27 @@ extension Queue {
     }
 
     /// Engine thread: the one entry point of the engine's reports about attempts; returns what the
-    /// engine itself does next.
-    func report(_ report: EngineReport) -> EngineReply {
+    /// engine itself does next. The attempts the report starts are handed to `start`, after
+    /// unlocking, rather than sent through the engine's inbox: the engine is the caller, and
+    /// begins them without asking again whether they are current (a cancel meanwhile sends its
+    /// abort, which the engine takes after this start).
+    func report(_ report: EngineReport, start: (Request, UInt64) -> Void) -> EngineReply {
         monitor.lock()
         let actions = mutation(for: report)
         applyLocked(actions, reported: report.response)
         monitor.unlock()
-        return reply(to: actions, startingNow: report.isRetryDue)
+        var reply = EngineReply.none
+        actions.forEach { action in
+            switch action {
+            case let .retry(_, generation, delay):
+                reply = .retry(delay: delay, generation: generation)
+            case let .start(request, generation, _):
+                start(request, generation)
+            default:
+                send(action)
+            }
+        }
+        return reply
     }
 
     /// The state's mutation for a report (monitor held).
@@ -87,9 +96,15 @@ extension Queue {
         if let request = report.request, !holds(request) { return QueueActions() }
         switch report {
         case let .attemptEnded(request, generation, response):
+            // The policy (two sets) is copied only when it can retry; the nil is a literal, which
+            // nothing has to destroy.
+            guard request.retry.enabled else {
+                return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
+                                          method: request.method, random: 0, now: Clock.now())
+            }
             return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
-                               retry: request.retry, method: request.method,
-                               random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
+                                      retry: request.retry, method: request.method,
+                                      random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
             return state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
         case let .retryDue(request, generation):
@@ -97,23 +112,6 @@ extension Queue {
         case .startDue:
             return state.startDue(now: Clock.now())
         }
-    }
-
-    /// Sends the commands among a report's actions, but the retry timer and the start of a retried
-    /// attempt, which the engine does itself.
-    private func reply(to actions: QueueActions<Request>, startingNow: Bool) -> EngineReply {
-        var reply = EngineReply.none
-        actions.forEach { action in
-            switch action {
-            case let .retry(_, generation, delay):
-                reply = .retry(delay: delay, generation: generation)
-            case .start where startingNow:
-                reply = .start
-            default:
-                send(action)
-            }
-        }
-        return reply
     }
 
     /// Whether `request` is the one the state knows by its id (monitor held). An id is a handle
@@ -175,6 +173,7 @@ extension Queue {
             switch action {
             case let .start(request, _, attempt):
                 request.attempts = attempt
+                request.headWanted = state.headWanted(request.id)
                 if request.state != .running {
                     setState(request, .running)
                     state.forEachFollower(of: request.id) { setState($0, .running) }
@@ -208,7 +207,7 @@ extension Queue {
     }
 
     /// Sends the engine the commands among `actions`, with the monitor not held. (The engine's
-    /// reports go through `report`, which keeps a retry's timer and start on the engine thread.)
+    /// reports go through `report`, which keeps a retry's timer and the starts on the engine thread.)
     func send(_ actions: QueueActions<Request>) {
         actions.forEach { send($0) }
     }

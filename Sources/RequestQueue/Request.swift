@@ -63,6 +63,10 @@ final class Request: @unchecked Sendable {
     // that the queue's `QueueState` holds (attempts, generations, coalescing).
     /// The number of the current attempt, set when the queue starts one.
     var attempts = 0
+    /// Whether a request that gets the current attempt's events has a head callback, set when the
+    /// queue starts the attempt (none with one can join it later): the engine makes no head
+    /// for nobody (Engine.postHead).
+    var headWanted = false
     var challenge: Challenge?
     /// The credentials an authentication handler answered with (boxed: few requests have any).
     var authCredentials: (user: CString, password: CString, scheme: AuthScheme)? {
@@ -283,9 +287,14 @@ final class Request: @unchecked Sendable {
     /// Releases the handle once nobody can use it any more: the caller freed it and the request
     /// is not in flight. (A leader detached by its cancel got its completion while its transfer
     /// goes on for its followers: its slot, which is its id in the queue, stays taken until it
-    /// completes too.)
-    func releaseHandleIfUnused() {
-        if lock.withLock({ handleUnused }) { HandleTable.shared.remove(handle) }
+    /// completes too.) `finishing`: its completion has just run; marks it `finished` under the
+    /// same lock.
+    func releaseHandleIfUnused(finishing: Bool = false) {
+        let release = lock.withLock {
+            if finishing { finished = true }
+            return handleUnused
+        }
+        if release { HandleTable.shared.remove(handle) }
     }
 
     /// Whether nobody can use the handle any more (under `lock`).

@@ -48,16 +48,16 @@ public enum CancelReason: Equatable, Sendable {
     case queueFreed
 }
 
-/// The actions of one mutation, in order. The first four are stored inline: the per-request path
+/// The actions of one mutation, in order. The first two are stored inline: the per-request path
 /// (an add that starts it, an attempt that completes and starts the next) allocates nothing; more
 /// (a burst of starts, a leader with many followers, cancelling everything) go to an array.
+/// Two, not four: with four inline fields the compiler destroyed every list through the generic
+/// type's value witnesses (~140 instructions each, three per request; bench/README.md).
 public struct QueueActions<Ref>: Sequence {
-    // Four fields rather than a tuple (reading one element of a tuple copied all four), and not
+    // Fields rather than a tuple (reading one element of a tuple copied them all), and not
     // optionals: those past `count` hold a placeholder without a reference.
     private var a0 = QueueAction<Ref>.wake(at: 0)
     private var a1 = QueueAction<Ref>.wake(at: 0)
-    private var a2 = QueueAction<Ref>.wake(at: 0)
-    private var a3 = QueueAction<Ref>.wake(at: 0)
     private var more: [QueueAction<Ref>] = []
     public private(set) var count = 0
 
@@ -65,12 +65,12 @@ public struct QueueActions<Ref>: Sequence {
 
     public var isEmpty: Bool { count == 0 }
 
-    public mutating func append(_ action: QueueAction<Ref>) {
+    /// Takes `action` over (`consuming`: the caller's reference moves in, without a retain and a
+    /// release).
+    public mutating func append(_ action: consuming QueueAction<Ref>) {
         switch count {
         case 0: a0 = action
         case 1: a1 = action
-        case 2: a2 = action
-        case 3: a3 = action
         default: more.append(action)
         }
         count += 1
@@ -80,8 +80,8 @@ public struct QueueActions<Ref>: Sequence {
     public func forEach(_ body: (QueueAction<Ref>) -> Void) {
         if count > 0 { body(a0) }
         if count > 1 { body(a1) }
-        if count > 2 { body(a2) }
-        if count > 3 { body(a3) }
+        // Not even an empty array to copy and destroy on the common path.
+        guard count > 2 else { return }
         for action in more { body(action) }
     }
 
@@ -95,9 +95,7 @@ public struct QueueActions<Ref>: Sequence {
             switch index {
             case 0: return actions.a0
             case 1: return actions.a1
-            case 2: return actions.a2
-            case 3: return actions.a3
-            default: return actions.more[index - 4]
+            default: return actions.more[index - 2]
             }
         }
     }

@@ -190,6 +190,15 @@ public final class QueueState<Key: Hashable, Ref> {
         return true
     }
 
+    /// Whether a request that gets the events of the attempt of `id` that starts now has a head
+    /// callback. (None with one joins a running transfer later: `add` does not let it.)
+    public func headWanted(_ id: UInt64) -> Bool {
+        guard let record = records[id] else { return false }
+        if !record.detached, record.wantsHead { return true }
+        guard let list = followers[id] else { return false }
+        return list.contains { records[$0]?.wantsHead == true }
+    }
+
     private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
         if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
         guard let list = followers[id] else { return }
@@ -389,8 +398,8 @@ public final class QueueState<Key: Hashable, Ref> {
 
     /// An attempt ended: complete the request, retry it under `retry` (the engine arms the timer),
     /// or ask its authentication handler. Nothing when `generation` is not the running attempt.
-    /// `random` in [0, 1) draws the retry's jitter.
-    public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy,
+    /// `random` in [0, 1) draws the retry's jitter; `retry` nil: the request is not retried.
+    public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy?,
                              method: String, random: Double, now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
@@ -484,13 +493,15 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Starts what the scheduler lets start; asks for a wake-up when the rate limit holds back one.
     private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
         scheduler.takeStartable(now: now) { id in
-            guard var record = records[id], let ref = refs[id] else { return }
-            record.phase = .running
-            record.generation &+= 1
-            record.attempts = 1
-            records[id] = record
+            // The record changes in place (no copy out and back).
+            guard let ref = refs[id], let generation = records.modify(id, { record -> UInt64 in
+                record.phase = .running
+                record.generation &+= 1
+                record.attempts = 1
+                return record.generation
+            }) else { return }
             stats.started += 1
-            actions.append(.start(ref, generation: record.generation, attempt: 1))
+            actions.append(.start(ref, generation: generation, attempt: 1))
         }
         if scheduler.rateLimit != nil, let next = scheduler.nextStartTime(now: now), next != scheduledWake {
             scheduledWake = next

@@ -136,12 +136,13 @@ public enum AttemptDecision: Equatable, Sendable {
     case retry(after: Double)
 
     /// Decides after attempt number `attempt` (1-based) ended with `outcome` and HTTP `status`.
-    public static func decide(outcome: Outcome, status: Int, hasAuthHandler: Bool, retry: RetryPolicy,
+    /// `retry` nil: no retry (as a disabled policy, without copying one).
+    public static func decide(outcome: Outcome, status: Int, hasAuthHandler: Bool, retry: RetryPolicy?,
                               attempt: Int, method: String = "GET", retryAfter: Double? = nil,
                               random: Double = 0) -> AttemptDecision {
         if outcome == .httpStatus, status == 401, hasAuthHandler { return .challenge }
-        if let delay = retry.delayAfter(attempt: attempt, outcome: outcome, status: status, method: method,
-                                        retryAfter: retryAfter, random: random) {
+        if let delay = retry?.delayAfter(attempt: attempt, outcome: outcome, status: status, method: method,
+                                         retryAfter: retryAfter, random: random) {
             return .retry(after: delay)
         }
         return .complete

@@ -10,13 +10,14 @@ public struct RingDeque<Element> {
 
     public var isEmpty: Bool { count == 0 }
 
-    public mutating func pushBack(_ element: Element) {
+    /// (`consuming`, like `pushFront`: the element moves in, without a retain and a release.)
+    public mutating func pushBack(_ element: consuming Element) {
         growIfFull()
         storage[(head + count) & (storage.count - 1)] = element
         count += 1
     }
 
-    public mutating func pushFront(_ element: Element) {
+    public mutating func pushFront(_ element: consuming Element) {
         growIfFull()
         head = (head - 1) & (storage.count - 1)
         storage[head] = element

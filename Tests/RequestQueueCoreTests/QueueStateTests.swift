@@ -367,6 +367,27 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s2.ended(1, 1, report) == [.head(1), .head(3), done(1), done(2, sharing: true), done(3, sharing: true)])
     }
 
+    @Test func theHeadIsWantedWhenTheStartingRequestOrOneSharingItsTransferHasAHeadCallback() {
+        let s = state(max: 1, duplicates: .coalesce)
+        #expect(s.add(9) == [start(9)])
+        #expect(!s.headWanted(9))
+        #expect(s.add(1, key: "a") == [])
+        #expect(s.add(2, key: "a", traits: RequestTraits(wantsHead: true)) == [])
+        #expect(s.ended(9, 1, ok) == [done(9), start(1)])
+        // 1 has no head callback; 2, which shares its transfer, has one.
+        #expect(s.headWanted(1))
+        _ = s.cancelled(2)
+        #expect(!s.headWanted(1))
+        // A leader with one, detached by its cancel: only those still sharing its transfer count.
+        let s2 = state(max: 1, duplicates: .coalesce)
+        #expect(s2.add(1, key: "a", traits: RequestTraits(wantsHead: true)) == [start(1)])
+        #expect(s2.headWanted(1))
+        #expect(s2.add(2, key: "a") == [])
+        #expect(s2.cancelled(1) == [.detach(1, .cancelled(.caller), attempts: 1)])
+        #expect(!s2.headWanted(1))
+        #expect(!s2.headWanted(5))
+    }
+
     // MARK: Closing
 
     @Test func closingCancelsRequestsInEveryStateOnce() {
@@ -412,6 +433,9 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         for id in UInt64(1)...6 { actions.append(.abort(id)) }
         #expect(actions.count == 6)
         #expect(Array(actions) == (UInt64(1)...6).map { .abort($0) })
+        var seen: [QueueAction<UInt64>] = []
+        actions.forEach { seen.append($0) }
+        #expect(seen == (UInt64(1)...6).map { .abort($0) })
         var few = QueueActions<UInt64>()
         few.append(.wake(at: 1))
         few.append(.head(2))

@@ -187,6 +187,26 @@ import Testing
         #expect(rec.streams.stream("e").sequence == ["head 200", "done"])
     }
 
+    /// The engine makes a head only when a request getting the attempt's events has a head
+    /// callback (Request.headWanted): a follower's counts when its leader has none.
+    @Test func aCoalescedRequestGetsTheHeadWhenTheOneItSharesHasNoHeadCallback() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        #expect(rq_queue_set_duplicates(q, RQ_DUPLICATES_COALESCE) == RQ_OK)
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        let rec = Recorder()
+        for tag in ["lead", "follow"] {
+            let r = try rec.streamingRequest(fixture.url("/bytes?n=10&group=\(g)"), tag: tag, body: false, head: tag == "follow")
+            #expect(addAndRelease(q, r) == RQ_OK)
+        }
+        #expect(rq_queue_resume(q) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        #expect(fixture.log(group: g).entries.count == 1)
+        #expect(rec.streams.stream("lead").sequence == ["done"])
+        #expect(rec.streams.stream("follow").sequence == ["head 200", "done"])
+    }
+
     @Test func badHeadCallbackInput() throws {
         let onHead: rq_head_fn = { _, _, _ in }
         #expect(rq_request_set_head_callback(nil, onHead) == RQ_ERR_NULL_ARGUMENT)
