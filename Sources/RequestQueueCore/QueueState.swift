@@ -85,7 +85,10 @@ public enum ChallengeAnswer: Sendable {
 /// A request's phases: waiting -> running -> (retry wait -> running | auth wait -> running)* ->
 /// completed (gone from the state). Each attempt has a generation: a report about another
 /// generation than the current one is ignored, so a late report of a cancelled or superseded
-/// attempt changes nothing. A coalesced request (a follower) has no phase of its own: it follows
+/// attempt changes nothing. An id is a slot that a later request reuses: the new request's
+/// generations go on from the last one of the slot's previous request (`retiredGenerations`), so
+/// that a late report of a request that is gone never matches the attempt of the one in its slot.
+/// A coalesced request (a follower) has no phase of its own: it follows
 /// its leader's and completes with it. A leader cancelled while it has followers is detached: its
 /// completion is delivered, its transfer goes on for them, and it leaves when they have.
 ///
@@ -127,6 +130,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Every request in the queue, by id, and what the owner wants back in its actions.
     private var records = SlotMap<Record>()
     private var refs = SlotMap<Ref>()
+    /// By slot: the last generation of the request that last had the slot (0 for a follower,
+    /// which never has an attempt of its own).
+    private var retiredGenerations: [UInt64] = []
     /// The followers of each leader that has some, in the order they joined.
     private var followers = SlotMap<[UInt64]>()
     public private(set) var stats = QueueStats()
@@ -320,7 +326,9 @@ public final class QueueState<Key: Hashable, Ref> {
                                      priority: traits.priority) { old, placement in
             if placement == .running { replacedRunning.append(old) }
         } ?? []
-        records[id] = Record(traits)
+        var record = Record(traits)
+        if let slot = Int(exactly: id), slot < retiredGenerations.count { record.generation = retiredGenerations[slot] }
+        records[id] = record
         refs[id] = ref
         for old in replaced {
             if replacedRunning.contains(old), let earlier = refs[old] { actions.append(.abort(earlier)) }
@@ -484,6 +492,15 @@ public final class QueueState<Key: Hashable, Ref> {
 
     // MARK: Internals
 
+    /// Keeps the last generation of a request that leaves its slot (see the type's comment).
+    private func retire(_ id: UInt64, generation: UInt64) {
+        guard generation > 0, let slot = Int(exactly: id) else { return }
+        if slot >= retiredGenerations.count {
+            retiredGenerations.append(contentsOf: repeatElement(0, count: slot - retiredGenerations.count + 1))
+        }
+        retiredGenerations[slot] = generation
+    }
+
     private func startStartable(now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         startStartable(now: now, into: &actions)
@@ -523,6 +540,7 @@ public final class QueueState<Key: Hashable, Ref> {
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
         guard let record = records.removeValue(forKey: id), let ref = refs.removeValue(forKey: id) else { return }
+        retire(id, generation: record.generation)
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
         if stopTransfer, placement == .running { actions.append(.abort(ref)) }

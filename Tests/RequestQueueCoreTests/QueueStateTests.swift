@@ -197,6 +197,27 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.stats.cancelled == 1)
     }
 
+    @Test func aLateReportOfAGoneRequestDoesNotCountForTheNextRequestInItsSlot() {
+        // Ids are slots: the runtime gives a freed request's id to the next one. The attempts of
+        // the new request go on from the generation the old one reached, so the old request's
+        // late report (its abort not yet seen by the engine) matches nothing.
+        let s = state(max: 1)
+        #expect(s.add(1) == [start(1)])
+        #expect(s.cancelled(1) == [.abort(1), done(1, .cancelled(.caller))])
+        #expect(s.add(1) == [start(1, 2)])
+        #expect(s.ended(1, 1, timedOut) == [])
+        #expect(s.phase(of: 1) == .running)
+        // The same after a completion, and after a retried attempt raised the generation.
+        #expect(s.ended(1, 2, timedOut, retry: retrying()) == [.retry(1, generation: 3, after: 2)])
+        #expect(Array(s.retryDue(1, generation: 3)) == [start(1, 3, attempt: 2)])
+        #expect(s.ended(1, 3, ok) == [done(1, attempts: 2)])
+        #expect(s.add(1) == [start(1, 4)])
+        #expect(s.ended(1, 3, ok) == [])
+        #expect(s.ended(1, 2, ok) == [])
+        #expect(s.ended(1, 4, ok) == [done(1)])
+        #expect(s.stats.succeeded == 2)
+    }
+
     @Test func cancellingDuringTheRetryDelayStopsTheTimerAndReportsTheAttemptsMade() {
         let s = state()
         #expect(s.add(1) == [start(1)])
