@@ -382,10 +382,13 @@ import Testing
         let startsA = fixture.log(group: a).entries.map(\.start).sorted()
         let startsB = fixture.log(group: b).entries.map(\.start).sorted()
         #expect(startsA.count == 3 && startsB.count == 3)
+        // One start per 0.4 s on each host, as the server saw them (its clock, with the load's
+        // jitter on arrival: half the interval is the bound, none at all without the limit).
         for starts in [startsA, startsB] where starts.count == 3 {
-            #expect(starts[1] - starts[0] >= 0.34 && starts[2] - starts[1] >= 0.34)
+            #expect(starts[1] - starts[0] >= 0.2 && starts[2] - starts[1] >= 0.2)
         }
-        // Each host's first request went at once, side by side.
+        // Each host's first request went at once, side by side (one limit for both hosts would
+        // have put 0.4 s between them).
         if let a0 = startsA.first, let b0 = startsB.first { #expect(abs(a0 - b0) < 0.3) }
     }
 
