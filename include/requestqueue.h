@@ -1072,9 +1072,11 @@ typedef enum rq_option {
      *  is still decoded. A body that does not decode ends the attempt with RQ_OUTCOME_BAD_RESPONSE.
      *  With a body callback or an output file, while the transfer is paused (see
      *  `rq_request_set_body_callback`) libcurl keeps the decoded rest of the network read it was
-     *  decoding: a streamed, decoded transfer reads the network 16 KiB at a time, so this is at most
-     *  16 KiB times the compression ratio (about 1030:1 for gzip at worst; measured: 256 MiB of
-     *  gzip-compressed zeros streamed to a slow callback raised the peak RSS by 13 MiB). */
+     *  decoding: a streamed, decoded transfer reads the network 16 KiB at a time, so this rest is
+     *  at most 16 KiB times the compression ratio (about 1030:1 for gzip at worst), and libcurl 7.88
+     *  copies it again when the transfer resumes. Measured: 256 MiB of gzip-compressed zeros
+     *  streamed to a slow callback raised the peak RSS by 13 to 48 MiB, depending on how often the
+     *  callback's pace paused and resumed the transfer. */
     RQ_OPTION_DECODE_CONTENT = 1,
     /** S. The User-Agent header. Default: "librequestqueue/<version> libcurl/<version>". "" sends no
      *  User-Agent. A User-Agent header set on the request wins over this setting. */
