@@ -95,7 +95,8 @@ module RequestQueue
 
     # UTF-8 when the bytes are valid UTF-8, binary otherwise.
     def self.text(bytes)
-      s = bytes.dup.force_encoding(Encoding::UTF_8)
+      # (Re-labelled in place: the callers pass a string of their own, fresh from the library.)
+      s = (bytes.frozen? ? bytes.dup : bytes).force_encoding(Encoding::UTF_8)
       s.valid_encoding? ? s : s.force_encoding(Encoding::BINARY)
     end
 
