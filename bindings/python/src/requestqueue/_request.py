@@ -514,10 +514,15 @@ class Request:
         """True once the request has completed (its response or error is known)."""
         return self._response is not None
 
-    # (A property whose getter is C code: read by most completion callbacks, it costs no Python
-    # call.)
-    response = property(_attrgetter("_response"),
-                        doc="The response once completed (also after a failure: status 0 when none was received).")
+    if TYPE_CHECKING:
+        @property
+        def response(self) -> Optional[Response]:
+            """The response once completed (also after a failure: status 0 when none was received)."""
+    else:
+        # (A property whose getter is C code: read by most completion callbacks, it costs no Python
+        # call.)
+        response = property(_attrgetter("_response"),
+                            doc="The response once completed (also after a failure: status 0 when none was received).")
 
     @property
     def priority(self) -> Priority:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _runtime, _types
 from ._convert import _decode
 from ._native import ffi, lib, raise_result
-from ._runtime import _gcp, _lazy_lock, _release_later
+from ._runtime import _gcp, _lazy_lock, _owned
 from ._types import Headers, Metrics, Outcome, Response, _built
 
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
@@ -180,8 +180,8 @@ def _completed_response(ptr: Any) -> Response:
         return response
     if not outcome_code:
         fields["message"] = ""
-    # Released after the Response is collected (_owned, inlined), or once every field has been read.
-    fields["_retained"] = _gcp(lib.rq_response_retain(ptr), _release_later)
+    # Released after the Response is collected (see _owned), or once every field has been read.
+    fields["_retained"] = _owned(lib.rq_response_retain(ptr))
     return response
 
 
