@@ -84,7 +84,10 @@ module RequestQueue
 
     def self.copy_metrics(pointer, raw)
       RequestQueue.check(Native.rq_response_metrics(pointer, raw))
-      time = ->(name) { raw[name].negative? ? nil : raw[name] }
+      time = lambda do |name|
+        value = raw[name]
+        value.negative? ? nil : value
+      end
       Metrics.new(queued: time[:queued], dns: time[:dns], connect: time[:connect], tls: time[:tls],
                   first_byte: time[:first_byte], total: time[:total],
                   bytes_down: raw[:bytes_down], bytes_up: raw[:bytes_up], attempts: raw[:attempts],
