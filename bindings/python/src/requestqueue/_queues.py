@@ -307,7 +307,9 @@ class _QueueBase:
             req = Request(request, **kwargs)
         if _releases:
             _drain()
-        self._before_add(req)
+        asynchronous = self._asynchronous  # (the hooks below do nothing for a Queue: not called)
+        if asynchronous:
+            self._before_add(req)
         with self._lock:
             if self._closed:
                 raise QueueClosedError("add: the queue is closed")
@@ -324,7 +326,7 @@ class _QueueBase:
                 del self._live[handle]
                 _registry.pop(handle, None)
                 self._check(code, f"add {req!r}")
-            if len(self._live) == 1:
+            if asynchronous and len(self._live) == 1:
                 self._became_busy()
         return req
 
@@ -351,6 +353,7 @@ class _QueueBase:
     def _ready(self) -> None:
         """The kind's own state that needs the library's queue."""
 
+    # (add() and _finished() call these three for an AsyncQueue only.)
     def _before_add(self, request: Request) -> None:
         pass
 
@@ -376,7 +379,7 @@ class _QueueBase:
         # either way.)
         live = self._live
         live.pop(request._handle, None)
-        if not live:
+        if not live and self._asynchronous:
             self._became_idle()
 
     def _wake_waiters(self, request: Request) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import collections
 import json as _json
 import threading
+from operator import attrgetter as _attrgetter
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -75,9 +76,13 @@ _RESTART = object()  # in a stream buffer: the body started over (a retried atte
 _NULL = ffi.NULL
 _NORMAL = Priority.NORMAL
 _OK = Outcome.OK
-# ffi.new without its Python-level wrapper, for the out-parameter of every request's creation.
+# ffi.new without its Python-level wrapper, for the out-parameters of requests' creation.
 _newp: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "newp", ffi.new)
 _REQUEST_OUT = ffi.typeof("rq_request **")
+# Free out-parameters of rq_request_new, taken and given back by each request made (a pool rather
+# than one per thread: list.pop and list.append are atomic, and cheaper than a thread-local).
+_request_outs: List[Any] = []
+_new_object = object.__new__
 
 
 
@@ -393,7 +398,7 @@ class Request:
         given), without binding and testing every keyword argument of __init__: about 23k
         instructions per request saved (callgrind, Python 3.11). The same steps, in the same order,
         as __init__ takes for these options."""
-        request = cls.__new__(cls)
+        request = _new_object(cls)
         request._begin(url, None, options.get("method", "GET"), options.get("on_complete"))
         if len(options) > ("method" in options) + ("on_complete" in options):  # (others than those two)
             get = options.get
@@ -457,14 +462,19 @@ class Request:
             _drain()
         if params is not None:
             url = _encoding.with_params(url, params)
-        out = _newp(_REQUEST_OUT)
+        try:
+            out = _request_outs.pop()
+        except IndexError:
+            out = _newp(_REQUEST_OUT)
         # (_cstring only to raise its error: the URL is a str.)
         code = lib.rq_request_new(url.encode("utf-8") if "\0" not in url
                                   else _cstring(url, "url", InvalidURLError), out)
         if code:
+            _request_outs.append(out)
             raise_result(code, f"invalid URL {url!r}")
         # Released after the request is collected (_owned, inlined: see there).
         self._handle = _gcp(out[0], _release_later)
+        _request_outs.append(out)
         # Each callback given is kept here; the others stay the class's None (likewise for stream,
         # headers, body, tag and output_file: only what is given is set).
         if on_complete is not None:
@@ -504,10 +514,15 @@ class Request:
         """True once the request has completed (its response or error is known)."""
         return self._response is not None
 
-    @property
-    def response(self) -> Optional[Response]:
-        """The response once completed (also after a failure: status 0 when none was received)."""
-        return self._response
+    if TYPE_CHECKING:
+        @property
+        def response(self) -> Optional[Response]:
+            """The response once completed (also after a failure: status 0 when none was received)."""
+    else:
+        # (A property whose getter is C code: read by most completion callbacks, it costs no Python
+        # call.)
+        response = property(_attrgetter("_response"),
+                            doc="The response once completed (also after a failure: status 0 when none was received).")
 
     @property
     def priority(self) -> Priority:

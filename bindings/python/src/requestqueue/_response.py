@@ -4,8 +4,10 @@ body), or, for a completion, copied in part and retained, its other fields read 
 
 from __future__ import annotations
 
+import struct
+import sys
 import threading
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _runtime, _types
 from ._convert import _decode
@@ -20,37 +22,81 @@ _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
 _SUMMARY_SIZE = ffi.sizeof("rq_response_summary")
 _TRANSPORT = Outcome.TRANSPORT
-_buffer = ffi.buffer
+_OK = Outcome.OK
 _new = object.__new__
 
 
 class _OutParams(threading.local):
-    """The out-parameters of the library's calls made here, one set per thread (the GIL is released
-    in every call of the library, so two dispatching threads must not share them)."""
+    """The out-parameters of the library's calls made here for the fields read on first use, one
+    set per thread (the GIL is released in every call of the library, so two threads must not
+    share them)."""
 
     def __init__(self) -> None:
-        self.summary = ffi.new("rq_response_summary *")
-        self.summary.size = _SUMMARY_SIZE  # (the library writes the same size back)
         self.all = (ffi.new("const char **"), ffi.new("const char **"), ffi.new("rq_metrics *"))
 
 
 _out = _OutParams()
 
 
+def _summary_layout() -> "struct.Struct":
+    """rq_response_summary as a struct format (its fields in order, at the offsets the cdef gives,
+    standard sizes), so that one unpack_from reads every field: reading them one by one through
+    cffi costs about as much as the library call itself (each is a cdata attribute lookup)."""
+    signed = {"outcome", "status", "http_version"}  # (the others are unsigned, or addresses)
+    read = ("size", "outcome", "status", "http_version", "attempts", "body", "body_size")
+    layout, at = "=", 0
+    for name, field in ffi.typeof("rq_response_summary").fields:
+        if name not in read:  # (a field of a later header: skipped)
+            continue
+        size = ffi.sizeof(field.type)
+        code = {4: "I", 8: "Q"}[size]
+        layout += "x" * (field.offset - at) + (code.lower() if name in signed else code)
+        at = field.offset + size
+    return struct.Struct(layout + "x" * (_SUMMARY_SIZE - at))
+
+
+_unpack_summary = _summary_layout().unpack_from
+# Free rq_response_summary structs, each with a buffer over its bytes, taken and given back by
+# every completion (list.pop and list.append are atomic: a thread never reads one that another
+# thread's library call is writing).
+_summaries: List[Tuple[Any, Any]] = []
+
+
+def _new_summary() -> Tuple[Any, Any]:
+    summary = ffi.new("rq_response_summary *")
+    summary.size = _SUMMARY_SIZE  # (the library writes the same size back)
+    return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
+
+
+# The body is copied from the address the summary gives by slicing one buffer over the whole
+# address space (a slice of a cffi buffer is a bytes copy of those bytes): the same copy as
+# ffi.buffer(summary.body, size)[:], without making a pointer and a buffer object for each body.
+_MEMORY_BASE = 4096  # (cffi makes no buffer over NULL; no object lives in the first page)
+_memory = ffi.buffer(ffi.cast("char *", _MEMORY_BASE), sys.maxsize - _MEMORY_BASE)
+
+
 def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
     """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call;
     returns the outcome's code and the body's length."""
-    summary = _out.summary
-    code = lib.rq_response_get_summary(ptr, summary)
+    try:
+        pair = _summaries.pop()
+    except IndexError:
+        pair = _new_summary()
+    code = lib.rq_response_get_summary(ptr, pair[0])
     if code:
+        _summaries.append(pair)
         raise_result(code, "reading a response")
-    length: int = summary.body_size
-    outcome_code: int = summary.outcome
-    fields["status"] = summary.status
-    fields["body"] = _buffer(summary.body, length)[:] if length else b""
+    _, outcome_code, status, http_version, _, address, length = _unpack_summary(pair[1])
+    _summaries.append(pair)
+    fields["status"] = status
+    if length:
+        start = address - _MEMORY_BASE
+        fields["body"] = _memory[start:start + length]
+    else:
+        fields["body"] = b""
     # An outcome this binding does not know (a newer library) counts as a transport failure.
-    fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT)
-    fields["http_version"] = summary.http_version
+    fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
+    fields["http_version"] = http_version
     return outcome_code, length
 
 

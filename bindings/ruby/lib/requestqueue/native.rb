@@ -101,6 +101,13 @@ module RequestQueue
              :coalesced, :uint64, :bytes_down, :uint64, :bytes_up, :uint64
     end
 
+    # rq_response_summary: the outcome, status, HTTP version, attempts and body of a response, read
+    # in one call (rq_response_get_summary) instead of five.
+    class Summary < FFI::Struct
+      layout :size, :size_t, :outcome, :int, :status, :int, :http_version, :int, :attempts, :uint,
+             :body, :pointer, :body_size, :size_t
+    end
+
     class Metrics < FFI::Struct
       layout :size, :size_t,
              :queued, :double, :dns, :double, :connect, :double, :tls, :double,

@@ -80,8 +80,10 @@ module RequestQueue
     attr_reader :url, :http_method, :response, :queue, :tag
 
     def initialize(url, **options, &on_complete)
-      unknown = options.keys - OPTIONS
-      raise ArgumentError, "unknown option#{"s" if unknown.size > 1}: #{unknown.join(", ")}" unless unknown.empty?
+      unless options.empty?
+        unknown = options.keys - OPTIONS
+        raise ArgumentError, "unknown option#{"s" if unknown.size > 1}: #{unknown.join(", ")}" unless unknown.empty?
+      end
 
       @url = build_url(url, options[:params])
       out = FFI::MemoryPointer.new(:pointer)
@@ -96,6 +98,12 @@ module RequestQueue
       @callbacks = {}
       @submit_lock = Mutex.new
 
+      on_complete(&on_complete) if on_complete
+      configure(options) unless options.empty? # (most requests: a URL and a block)
+    end
+
+    # The options of Request.new, in the order they are applied.
+    def configure(options)
       self.http_method = options[:method] if options.key?(:method)
       set_headers(options[:headers]) if options[:headers]
       set_body(options[:body]) if options.key?(:body) && !options[:body].nil?
@@ -115,9 +123,9 @@ module RequestQueue
       set_output_file(options[:output_file], options[:resume]) if options[:output_file]
       raise ArgumentError, "resume: needs output_file:" if options[:resume] && !options[:output_file]
 
-      on_complete(&on_complete) if on_complete
-      CALLBACKS.each { |name| set_callback(name, options[name]) if options[name] }
+      CALLBACKS.each { |name| set_callback(name, options[name]) if options[name] } # (after the block)
     end
+    private :configure
 
     # The block called once with the Response when the request completes, whatever the outcome
     # (ok, HTTP status error, timeout, cancelled, ...). Returns self.
@@ -229,15 +237,20 @@ module RequestQueue
 
         ptr = @pointer
         RequestQueue.check(Native.rq_request_set_completion(ptr, Callbacks::COMPLETION, nil, nil))
-        RequestQueue.check(Native.rq_request_set_download_progress(
-                             ptr, @callbacks[:on_download_progress] && Callbacks::DOWNLOAD_PROGRESS))
-        RequestQueue.check(Native.rq_request_set_upload_progress(
-                             ptr, @callbacks[:on_upload_progress] && Callbacks::UPLOAD_PROGRESS))
-        RequestQueue.check(Native.rq_request_set_auth_handler(ptr, @callbacks[:on_auth] && Callbacks::AUTH))
-        if @callbacks[:on_body]
-          RequestQueue.check(Native.rq_request_set_body_callback(ptr, Callbacks::BODY), "on_body")
+        # Only the callbacks given are set (a new handle has none; a block is never taken away).
+        unless @callbacks.empty?
+          if @callbacks[:on_download_progress]
+            RequestQueue.check(Native.rq_request_set_download_progress(ptr, Callbacks::DOWNLOAD_PROGRESS))
+          end
+          if @callbacks[:on_upload_progress]
+            RequestQueue.check(Native.rq_request_set_upload_progress(ptr, Callbacks::UPLOAD_PROGRESS))
+          end
+          RequestQueue.check(Native.rq_request_set_auth_handler(ptr, Callbacks::AUTH)) if @callbacks[:on_auth]
+          if @callbacks[:on_body]
+            RequestQueue.check(Native.rq_request_set_body_callback(ptr, Callbacks::BODY), "on_body")
+          end
+          RequestQueue.check(Native.rq_request_set_head_callback(ptr, Callbacks::HEAD)) if @callbacks[:on_head]
         end
-        RequestQueue.check(Native.rq_request_set_head_callback(ptr, @callbacks[:on_head] && Callbacks::HEAD))
         @queue = queue
         @queue_state = queue_state
         Callbacks.register(self, queue_state)

@@ -35,38 +35,59 @@ module RequestQueue
     # The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
     attr_reader :http_version
 
-    # Copies everything out of a borrowed rq_response pointer.
-    def self.copy(pointer, request)
-      size = FFI::MemoryPointer.new(:size_t)
-      data = Native.rq_response_body(pointer, size)
-      length = size.read(:size_t)
-      body = length.zero? || data.null? ? String.new(encoding: Encoding::BINARY) : data.read_bytes(length)
+    # The out-parameters of the calls that copy a response: taken from OUT_PARAMS and given back
+    # by each copy (Array#pop and #push are atomic; two threads never share a set).
+    OutParams = Struct.new(:summary, :name, :value, :metrics)
+    OUT_PARAMS = []
 
-      name_p = FFI::MemoryPointer.new(:pointer)
-      value_p = FFI::MemoryPointer.new(:pointer)
-      headers = Array.new(Native.rq_response_header_count(pointer)) do |i|
-        RequestQueue.check(Native.rq_response_header_at(pointer, i, name_p, value_p))
-        [text(name_p.read_pointer.read_string), text(value_p.read_pointer.read_string)].freeze
+    def self.out_params
+      OUT_PARAMS.pop || begin
+        summary = Native::Summary.new
+        summary[:size] = Native::Summary.size # (the library writes the same size back)
+        metrics = Native::Metrics.new
+        metrics[:size] = Native::Metrics.size
+        OutParams.new(summary, FFI::MemoryPointer.new(:pointer), FFI::MemoryPointer.new(:pointer), metrics)
       end
-
-      outcome_code = Native.rq_response_outcome(pointer)
-      new(outcome: Native::OUTCOMES.fetch(outcome_code, :transport),
-          metrics: copy_metrics(pointer),
-          status: Native.rq_response_status(pointer),
-          body: body.freeze,
-          headers: headers.freeze,
-          url: text(Native.rq_response_url(pointer).to_s).freeze,
-          error_message: text(Native.rq_response_error_message(pointer).to_s).freeze,
-          attempts: Native.rq_response_attempts(pointer),
-          http_version: Native.rq_response_http_version(pointer),
-          request: request)
     end
 
-    def self.copy_metrics(pointer)
-      raw = Native::Metrics.new
-      raw[:size] = Native::Metrics.size
+    # Copies everything out of a borrowed rq_response pointer: the outcome, status, HTTP version,
+    # attempts and body in one call (rq_response_get_summary), then the headers, URL, message and
+    # metrics.
+    def self.copy(pointer, request)
+      out = out_params
+      begin
+        summary = out.summary
+        RequestQueue.check(Native.rq_response_get_summary(pointer, summary))
+        length = summary[:body_size]
+        body = length.zero? ? String.new(encoding: Encoding::BINARY) : summary[:body].read_bytes(length)
+        name_p = out.name
+        value_p = out.value
+        headers = Array.new(Native.rq_response_header_count(pointer)) do |i|
+          RequestQueue.check(Native.rq_response_header_at(pointer, i, name_p, value_p))
+          [text(name_p.read_pointer.read_string), text(value_p.read_pointer.read_string)].freeze
+        end
+        outcome = Native::OUTCOMES.fetch(summary[:outcome], :transport)
+        new(outcome: outcome,
+            metrics: copy_metrics(pointer, out.metrics),
+            status: summary[:status],
+            body: body.freeze,
+            headers: headers.freeze,
+            url: text(Native.rq_response_url(pointer).to_s).freeze,
+            error_message: outcome == :ok ? "" : text(Native.rq_response_error_message(pointer).to_s).freeze,
+            attempts: summary[:attempts],
+            http_version: summary[:http_version],
+            request: request)
+      ensure
+        OUT_PARAMS.push(out)
+      end
+    end
+
+    def self.copy_metrics(pointer, raw)
       RequestQueue.check(Native.rq_response_metrics(pointer, raw))
-      time = ->(name) { raw[name].negative? ? nil : raw[name] }
+      time = lambda do |name|
+        value = raw[name]
+        value.negative? ? nil : value
+      end
       Metrics.new(queued: time[:queued], dns: time[:dns], connect: time[:connect], tls: time[:tls],
                   first_byte: time[:first_byte], total: time[:total],
                   bytes_down: raw[:bytes_down], bytes_up: raw[:bytes_up], attempts: raw[:attempts],
@@ -77,7 +98,8 @@ module RequestQueue
 
     # UTF-8 when the bytes are valid UTF-8, binary otherwise.
     def self.text(bytes)
-      s = bytes.dup.force_encoding(Encoding::UTF_8)
+      # (Re-labelled in place: the callers pass a string of their own, fresh from the library.)
+      s = (bytes.frozen? ? bytes.dup : bytes).force_encoding(Encoding::UTF_8)
       s.valid_encoding? ? s : s.force_encoding(Encoding::BINARY)
     end
 
