@@ -5,7 +5,6 @@ body), or, for a completion, copied in part and retained, its other fields read 
 from __future__ import annotations
 
 import struct
-import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -68,13 +67,6 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-# The body is copied from the address the summary gives by slicing one buffer over the whole
-# address space (a slice of a cffi buffer is a bytes copy of those bytes): the same copy as
-# ffi.buffer(summary.body, size)[:], without making a pointer and a buffer object for each body.
-_MEMORY_BASE = 4096  # (cffi makes no buffer over NULL; no object lives in the first page)
-_memory = ffi.buffer(ffi.cast("char *", _MEMORY_BASE), sys.maxsize - _MEMORY_BASE)
-
-
 def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
     """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call;
     returns the outcome's code and the body's length."""
@@ -90,8 +82,7 @@ def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
     _summaries.append(pair)
     fields["status"] = status
     if length:
-        start = address - _MEMORY_BASE
-        fields["body"] = _memory[start:start + length]
+        fields["body"] = ffi.buffer(ffi.cast("char *", address), length)[:]
     else:
         fields["body"] = b""
     # An outcome this binding does not know (a newer library) counts as a transport failure.
