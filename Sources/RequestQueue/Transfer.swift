@@ -610,7 +610,8 @@ final class Transfer {
                         chunk = empty
                         fresh = nil
                     } else if case .chunk(let empty) = flow.takeChunk(offset: streamed, beyondLimit: true) {
-                        // (A piece larger than a chunk: libcurl passes at most 16 KiB, less than one.)
+                        // (No piece is larger than a chunk: libcurl passes at most its read size, which is
+                        // no more than a chunk's capacity.)
                         chunk = empty
                     } else {
                         outOfMemory = true
