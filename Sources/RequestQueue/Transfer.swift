@@ -123,6 +123,9 @@ final class Transfer {
         let cookieJar: CookieJar?
         /// The User-Agent to send (Transport.swift).
         let agent: Agent
+        /// Made from a request that set none of the settings kept in its box
+        /// (`Request.hasOwnOptions`) and had no answered credentials: those are the defaults.
+        let fromDefaults: Bool
 
         static func == (a: Options, b: Options) -> Bool {
             a === b || (a.method == b.method && a.sendsBody == b.sendsBody && a.maxRedirects == b.maxRedirects
@@ -138,7 +141,7 @@ final class Transfer {
             maxRedirects = r.maxRedirects
             maxResponseSize = r.maxResponseSize
             caFile = r.caFile
-            https = r.url.scheme == "https"
+            https = r.url.https
             streamsBody = r.streamsBody
             progress = r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)
             timeout = r.timeout
@@ -147,15 +150,21 @@ final class Transfer {
             cookieJar = r.cookieJar
             agent = Agent(transport.userAgent)
             (user, password, auth) = Options.credentials(r)
+            fromDefaults = !r.hasOwnOptions && r.authCredentials == nil
         }
 
         /// Whether `Options(r)` would equal these options, without making them: a request whose
-        /// options are those of the handle's previous attempt shares them (most do).
+        /// options are those of the handle's previous attempt shares them (most do). False may
+        /// be wrong (the caller then makes the request's options and compares them in full).
         func same(as r: Request) -> Bool {
-            guard method == r.method, sendsBody == r.sendsBody, maxRedirects == r.maxRedirects,
-                  maxResponseSize == r.maxResponseSize, caFile == r.caFile, https == (r.url.scheme == "https"),
+            guard method == r.method, sendsBody == r.sendsBody, https == r.url.https, timeout == r.timeout,
+                  connectTimeout == r.connectTimeout else { return false }
+            // Two requests that kept every boxed setting at its default have the same ones.
+            let plain = !r.hasOwnOptions && r.authCredentials == nil
+            if plain || fromDefaults { return plain && fromDefaults }
+            guard maxRedirects == r.maxRedirects, maxResponseSize == r.maxResponseSize, caFile == r.caFile,
                   streamsBody == r.streamsBody, progress == (r.downloadProgress != nil || (r.uploadProgress != nil && r.hasBody)),
-                  timeout == r.timeout, connectTimeout == r.connectTimeout, cookieJar === r.cookieJar else { return false }
+                  cookieJar === r.cookieJar else { return false }
             let (user, password, auth) = Options.credentials(r)
             return self.user == user && self.password == password && self.auth == auth && transport.equals(r.transport)
         }

@@ -73,6 +73,25 @@ import Testing
         #expect(paths == ["/redirect/1", "/redirect/0", "/redirect/1", "/redirect/0", "/status/200", "/redirect/1", "/redirect/0"])
     }
 
+    /// One transfer handle serves the requests one after another (max 1): each runs with its own
+    /// settings, not those of the request before it (default, own, default again).
+    @Test func aPooledHandleTakesEachRequestsOwnSettings() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        for i in 0..<3 {
+            #expect(addAndRelease(q, try rec.request(fixture.url("/redirect/1?group=\(g)"), tag: "\(i)") { r in
+                if i == 1 { _ = rq_request_set_max_redirects(r, 0) }
+            }) == RQ_OK)
+            #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        }
+        #expect(rec.completion("0")?.status == 200 && rec.completion("2")?.status == 200)
+        #expect(rec.completion("1")?.status != 200)
+        let paths = fixture.log(group: g).entries.sorted { $0.seq < $1.seq }.map { String($0.path.prefix { $0 != "?" }) }
+        #expect(paths == ["/redirect/1", "/redirect/0", "/redirect/1", "/redirect/1", "/redirect/0"])
+    }
+
     @Test func transportFailuresMapToStableOutcomes() throws {
         let (reset, _) = try run("/reset")
         #expect(reset.outcome == RQ_OUTCOME_CONNECTION_LOST)
