@@ -43,9 +43,12 @@ public struct SlotMap<Value>: Sequence {
     /// returns its result, or nil (calling nothing) when there is no value.
     @discardableResult
     public mutating func modify<R>(_ id: UInt64, _ body: (inout Value) -> R) -> R? {
-        guard id < UInt64(slots.count), slots[Int(id)] != nil else { return nil }
-        // The unwrap is of the value just checked to be there.
-        return body(&slots[Int(id)]!)
+        guard id < UInt64(slots.count) else { return nil }
+        let index = Int(id)
+        // Moved out and back (no copy, no reference counting), with no unwrap that could trap.
+        guard var value = slots[index].take() else { return nil }
+        defer { slots[index] = value }
+        return body(&value)
     }
 
     /// The ids present, in increasing order.
