@@ -37,7 +37,7 @@ final class Engine: @unchecked Sendable {
     private let wakeState = Atomic<UInt8>(Engine.awake)
     private static let awake: UInt8 = 0, polling: UInt8 = 1, woken: UInt8 = 2, sleeping: UInt8 = 3
     /// What an engine with no transfer in libcurl waits on: a post is two futex calls at most
-    /// (none when it comes before the wait), where `curl_multi_wakeup` is a `sendto` and the
+    /// (none when it comes before the wait or during its spin), where `curl_multi_wakeup` is a `sendto` and the
     /// poll's two `recvfrom` to drain libcurl's socket pair.
     private let idleWake = Wakeup()
     /// Engine thread only. Set when the engine has handed events to the delivery
