@@ -96,7 +96,12 @@
  *   The other way round, what callbacks ask of their own queue's engine (requests they add that
  *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
  *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after
- *   the call, rather than in one wake-up per call.
+ *   the call, rather than in one wake-up per call. An engine thread with no transfer running that
+ *   has just handed a batch over waits up to 50 microseconds without sleeping (spinning) for what
+ *   the callbacks add, so that a request added from a completion callback reaches it without a
+ *   system call on either side; when such waits go unanswered it stops spinning for a while (after
+ *   six in a row, it spins for one idle wait in 64), so a queue whose callbacks add nothing costs
+ *   next to no CPU for it.
  * - A request's callbacks all receive the same `context` pointer, given with
  *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`

@@ -59,6 +59,17 @@ static inline int ccurl_sem_wait_ms(sem_t *sem, long ms) {
     }
 }
 
+/* Tells the processor that the caller spins waiting for another thread (x86 `pause`, Arm
+ * `yield`): the sibling hyperthread gets the core's resources meanwhile, and the loop does not
+ * flood the memory system. */
+static inline void ccurl_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Bytes received plus bytes sent and acknowledged on the TCP socket `fd` (struct tcp_info,
  * Linux 4.1 and later), TLS records and partial header lines included; -1 when unknown. One
  * non-blocking getsockopt. */

@@ -41,6 +41,7 @@ extension Queue {
     func signalOwedEvents() {
         guard eventsOwed > 0 else { return }
         eventsOwed = 0
+        engine.handedOver = true
         let wakeDelivery: Bool = monitor.withLock {
             if threaded {
                 guard deliveryWaiting else { return false }

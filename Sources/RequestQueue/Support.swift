@@ -71,8 +71,57 @@ final class Wakeup: @unchecked Sendable {
     /// Returns after a post (its own, or one made before).
     func wait() { while sem_wait(semaphore) != 0 {} }
 
-    /// Returns after a post, or after `milliseconds` (monotonic clock) without one.
-    func wait(milliseconds: Int32) { _ = ccurl_sem_wait_ms(semaphore, Int(max(0, milliseconds))) }
+    /// Returns after a post, or after `milliseconds` (monotonic clock) without one; whether a
+    /// post came.
+    @discardableResult
+    func wait(milliseconds: Int32) -> Bool { ccurl_sem_wait_ms(semaphore, Int(max(0, milliseconds))) == 0 }
+
+    /// Takes a post if one comes within `seconds`, looking for it without a system call (and
+    /// without blocking: a post made meanwhile makes none either, no thread being blocked);
+    /// false when none came. For a wake-up expected within microseconds, where blocking and
+    /// being woken cost two futex calls and ~15 us of scheduling on this kind of machine.
+    func spin(seconds: Double) -> Bool {
+        if sem_trywait(semaphore) == 0 { return true }
+        let deadline = Clock.now() + seconds
+        while true {
+            // About 3 us per round on this machine (a pause is ~100 ns): the clock is read once
+            // per round.
+            for _ in 0..<32 {
+                ccurl_spin_pause()
+                if sem_trywait(semaphore) == 0 { return true }
+            }
+            if Clock.now() >= deadline { return false }
+        }
+    }
+}
+
+/// Bounded, adaptive spinning before a blocking wait on a `Wakeup`, where the post is expected
+/// within microseconds: a spin takes it without a system call on either side, where blocking and
+/// being woken cost two futex calls and ~15 us (measured on a 2-core VM: a semaphore ping-pong
+/// round trip 28 us, a spinning one 3-5 us). A spin lasts `seconds` at most; after n spins in a
+/// row that saw no post, the next 2^n - 1 waits do not spin (n up to 6): a wait that is seldom
+/// short soon costs 1 spin in 64 at most. Owned by the one thread that waits.
+struct SpinningWait {
+    private var misses = 0
+    private var skipped = 0
+    let seconds: Double
+
+    init(seconds: Double) { self.seconds = seconds }
+
+    /// Spins on `wakeup` unless recent spins missed; whether it took a post.
+    mutating func spin(_ wakeup: Wakeup) -> Bool {
+        if skipped > 0 {
+            skipped -= 1
+            return false
+        }
+        if wakeup.spin(seconds: seconds) {
+            misses = 0
+            return true
+        }
+        misses = min(misses + 1, 6)
+        skipped = (1 << misses) - 1
+        return false
+    }
 }
 
 /// The library's locks are held for short sections by two or three threads at once (a caller, the

@@ -9,6 +9,12 @@
  * the test would hang there. It runs in both delivery modes and checks that every request
  * completes, with status 200 and the right body, and (with_fixture.py) that the server saw each
  * exactly once. A watchdog turns a hang into a failure that says how many completed.
+ * Then the idle engine's spin (Engine.waitForWork): several queues at K = 1, each with one
+ * chain, so that each engine goes idle after every completion and spins a little for the add the
+ * callback makes. The callbacks add after delays around the spin's bound (50 us: before it, just
+ * as it gives up, after it, and with no delay), and some take long enough that the engine stops
+ * spinning for a while and blocks: an add that landed just as a spin gave up and was not seen
+ * would hang its chain, which the watchdog reports. Both delivery modes.
  * Then an engine with nothing running, and no add to wake it, must wake up for its own timers:
  * the rate limit's next start, a retry's delay (an idle engine waits on a semaphore with the
  * nearest deadline as its timeout; a wait that missed it would hang the test).
@@ -21,6 +27,7 @@
 #include "rqtest.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/resource.h>
@@ -41,6 +48,7 @@ static struct source sources[CHAINS + ADDERS];
 static int mode_index; /* tells the server's log entries of the two runs apart */
 
 static void on_done(void *context, rq_request *request, const rq_response *response);
+static void on_spin_done(void *context, rq_request *request, const rq_response *response);
 
 /* Adds one GET for 16 bytes on behalf of `source`. */
 static void add_request(struct source *source) {
@@ -116,6 +124,109 @@ static void run(rq_delivery delivery, const char *name) {
     CHECK(atomic_load(&failed) == 0, "%s: %d requests failed", name, atomic_load(&failed));
     CHECK_OK(rq_queue_free(queue));
     printf("%s: %d requests completed\n", name, TOTAL);
+}
+
+enum { SPIN_QUEUES = 1, SPIN_PER_QUEUE = 600 };
+
+/* The delays (us) a spin chain's callback waits before it adds the next request, in turn. */
+static const int spin_delays[] = {0, 5, 20, 40, 47, 49, 50, 51, 53, 60, 100, 0, 250, 48, 52, 0, 1000};
+
+struct spin_chain {
+    rq_queue *queue;
+    int index;
+    atomic_int added, completed, failed;
+};
+
+static struct spin_chain spin_chains[SPIN_QUEUES];
+
+/* A wait that does not sleep (the engine must not get a whole timeslice to itself). */
+static void busy_wait_us(int us) {
+    double until = rqt_now() + us / 1e6;
+    while (rqt_now() < until) {
+    }
+}
+
+static void add_spin_request(struct spin_chain *chain) {
+    char *url = rqt_url(base, "/bytes?n=16&wakeup=spin%d-%d", mode_index, chain->index);
+    rq_request *request;
+    CHECK_OK(rq_request_new(url, &request));
+    CHECK_OK(rq_request_set_completion(request, on_spin_done, chain, NULL));
+    CHECK_OK(rq_add(chain->queue, request));
+    CHECK_OK(rq_request_free(request));
+    free(url);
+}
+
+static void on_spin_done(void *context, rq_request *request, const rq_response *response) {
+    struct spin_chain *chain = context;
+    size_t size = 0;
+    (void)request;
+    rq_response_body(response, &size);
+    if (rq_response_outcome(response) != RQ_OUTCOME_OK || rq_response_status(response) != 200 || size != 16) {
+        fprintf(stderr, "spin chain %d: a request failed: %s (status %d)\n", chain->index,
+                rq_response_error_message(response), rq_response_status(response));
+        atomic_fetch_add(&chain->failed, 1);
+    }
+    int done = atomic_fetch_add(&chain->completed, 1);
+    if (atomic_load(&chain->added) < SPIN_PER_QUEUE) {
+        int count = (int)(sizeof spin_delays / sizeof spin_delays[0]);
+        busy_wait_us(spin_delays[(done + chain->index * 3) % count]);
+        atomic_fetch_add(&chain->added, 1);
+        add_spin_request(chain);
+    }
+}
+
+/* Dispatch mode: each queue's callbacks run on a thread of its own, as soon as its descriptor
+ * says so (a host's poll loop), until its chain has completed or the watchdog fires. */
+static void *spin_dispatcher(void *arg) {
+    struct spin_chain *chain = arg;
+    int fd;
+    CHECK_OK(rq_queue_get_fd(chain->queue, &fd));
+    double deadline = rqt_now() + WATCHDOG_SECONDS;
+    while (atomic_load(&chain->completed) < SPIN_PER_QUEUE && rqt_now() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) < 0) CHECK(errno == EINTR, "poll");
+        CHECK_OK(rq_queue_dispatch(chain->queue, 0, NULL));
+    }
+    return NULL;
+}
+
+static void run_spin_chains(rq_delivery delivery, const char *name) {
+    pthread_t dispatchers[SPIN_QUEUES];
+    for (int i = 0; i < SPIN_QUEUES; i++) {
+        struct spin_chain *chain = &spin_chains[i];
+        chain->index = i;
+        atomic_store(&chain->added, 1);
+        atomic_store(&chain->completed, 0);
+        atomic_store(&chain->failed, 0);
+        CHECK_OK(rq_queue_new(delivery, &chain->queue));
+        CHECK_OK(rq_queue_set_max_concurrent(chain->queue, 1));
+        CHECK_OK(rq_queue_set_duplicates(chain->queue, RQ_DUPLICATES_ALLOW));
+        add_spin_request(chain);
+        if (delivery == RQ_DELIVERY_DISPATCH)
+            CHECK(pthread_create(&dispatchers[i], NULL, spin_dispatcher, chain) == 0, "pthread_create");
+    }
+    double deadline = rqt_now() + WATCHDOG_SECONDS;
+    for (int i = 0; i < SPIN_QUEUES; i++) {
+        struct spin_chain *chain = &spin_chains[i];
+        if (delivery == RQ_DELIVERY_DISPATCH) CHECK(pthread_join(dispatchers[i], NULL) == 0, "pthread_join");
+        while (atomic_load(&chain->completed) < SPIN_PER_QUEUE && rqt_now() < deadline) {
+            rq_result rc = rq_queue_wait_idle(chain->queue, 0.05);
+            if (rc != RQ_OK && rc != RQ_ERR_TIMED_OUT)
+                FAIL("%s spin chains: rq_queue_wait_idle: %s", name, rq_result_str(rc));
+        }
+        if (atomic_load(&chain->completed) < SPIN_PER_QUEUE)
+            FAIL("%s spin chain %d: %d of %d requests completed after %.0f s: an add was not seen by a spinning "
+                 "engine", name, i, atomic_load(&chain->completed), SPIN_PER_QUEUE, WATCHDOG_SECONDS);
+    }
+    for (int i = 0; i < SPIN_QUEUES; i++) {
+        struct spin_chain *chain = &spin_chains[i];
+        CHECK_OK(rq_queue_free(chain->queue));
+        CHECK(atomic_load(&chain->completed) == SPIN_PER_QUEUE, "%s spin chain %d: %d completions for %d requests",
+              name, i, atomic_load(&chain->completed), SPIN_PER_QUEUE);
+        CHECK(atomic_load(&chain->failed) == 0, "%s spin chain %d: %d requests failed", name, i,
+              atomic_load(&chain->failed));
+    }
+    printf("%s spin chains: %d requests completed\n", name, SPIN_QUEUES * SPIN_PER_QUEUE);
 }
 
 static atomic_int timed_done, timed_failed;
@@ -218,6 +329,10 @@ int main(int argc, char **argv) {
     run(RQ_DELIVERY_THREADED, "threaded");
     mode_index = 1;
     run(RQ_DELIVERY_DISPATCH, "dispatch");
+    mode_index = 0;
+    run_spin_chains(RQ_DELIVERY_THREADED, "threaded");
+    mode_index = 1;
+    run_spin_chains(RQ_DELIVERY_DISPATCH, "dispatch");
     run_idle_timers();
     run_with_one_descriptor_left();
     printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
