@@ -845,9 +845,11 @@ final class Transfer {
         if let error = file?.close(), fileError == nil { fileError = error }
         // The request's own URL unless a redirect led elsewhere: no copy in the common case.
         var url = request.url.string
+        var secure = request.url.https
         if let effective {
             if url.withCString({ strcmp($0, effective) }) != 0 {
                 url = String(cString: effective)
+                secure = strncasecmp(effective, "https:", 6) == 0
             } else if followedNone, urlSet != nil {
                 urlSetIsEffective = true
             }
@@ -886,7 +888,7 @@ final class Transfer {
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
-        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
+        response.metrics = Metrics(easy: easy, request: request, secure: secure,
                                    received: received, wire: (downloaded, uploaded),
                                    version: ownStatusLine && statusVersion != 0 ? statusVersion : nil)
         return response
