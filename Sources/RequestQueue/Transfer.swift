@@ -38,6 +38,8 @@ final class Transfer {
     /// found to be that URL itself (libcurl normalizes a URL when it parses it, the same way each
     /// time): `response` then does not ask again for such an attempt.
     private var urlSetIsEffective = false
+    /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
+    private var postFieldsSet = false
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
@@ -264,7 +266,10 @@ final class Transfer {
             curl_slist_free_all(resolveOverrides)
             resolveOverrides = nil
         }
-        if request?.sendsBody == true { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
+        if postFieldsSet {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil)
+            postFieldsSet = false
+        }
         _ = file?.close()
         file = nil
         if let flow = request?.flow {
@@ -365,6 +370,7 @@ final class Transfer {
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
+            postFieldsSet = true
         }
     }
 
