@@ -493,7 +493,8 @@ final class Transfer {
             headDeferred = true
             return
         }
-        engine.postHead(request, generation) { head(for: request) }
+        // (Most requests have no head callback: the engine is not called for them.)
+        if request.headWanted { engine.postHead(request, generation) { head(for: request) } }
     }
 
     /// Whether libcurl follows the current 3xx response: redirects are on, it has a Location and
