@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <semaphore.h>
 #include <time.h>
+#include <malloc.h> /* malloc_usable_size */
 
 extern char **environ;
 

@@ -23,7 +23,10 @@ final class Engine: @unchecked Sendable {
         case resume(Request)
     }
 
-    private unowned let queue: Queue
+    /// unowned(unsafe): the queue owns the engine and stops its thread (`shutdown`, from
+    /// `Queue.close` or a failed `Queue.init`) while it is alive, and nothing else holds the engine;
+    /// a checked reference costs a retain and a release for every use (several per request).
+    private unowned(unsafe) let queue: Queue
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []

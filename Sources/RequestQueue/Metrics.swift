@@ -2,20 +2,30 @@ import CCurl
 
 /// Figures of a request's last attempt (`rq_response_metrics`). Times in seconds, -1 when they do
 /// not apply.
+///
+/// What libcurl forgets when the handle is reused is read at the end of the attempt (libcurl's
+/// counters and times, as it reports them); the figures are made from them only when someone asks
+/// (most responses are never asked).
 struct Metrics {
-    var queued = -1.0
-    var dns = -1.0
-    var connect = -1.0
-    var tls = -1.0
-    var firstByte = -1.0
-    var total = -1.0
-    var bytesDown: UInt64 = 0
-    var bytesUp: UInt64 = 0
-    var wireBytesDown: UInt64 = 0
-    var headerBytesDown: UInt64 = 0
-    var reused = false
+    /// Whether an attempt ran (`none`: every time -1, every count 0).
+    private var measured = false
+    private var queuedRaw = -1.0
+    /// libcurl's times in microseconds (CURLINFO_..._TIME_T; 0 for a step it did not reach, or
+    /// that was not read: the TLS handshake of an http URL, the first byte when no header came).
+    private var totalMicro: curl_off_t = 0
+    private var lookupMicro: curl_off_t = 0
+    private var connectMicro: curl_off_t = 0
+    private var handshakeMicro: curl_off_t = 0
+    private var firstMicro: curl_off_t = 0
+    /// CURLINFO_NUM_CONNECTS and CURLINFO_HEADER_SIZE.
+    private var connects = 0
+    private var header = 0
+    private var secure = false
+    private(set) var bytesDown: UInt64 = 0
+    private(set) var bytesUp: UInt64 = 0
+    private(set) var wireBytesDown: UInt64 = 0
     /// The HTTP version of the last response: 10, 11, 20 or 30; 0 when no status line came.
-    var httpVersion: Int32 = 0
+    private(set) var httpVersion: Int32 = 0
 
     /// No attempt ran (a cancelled request, a transfer that could not be set up).
     static let none = Metrics()
@@ -28,36 +38,27 @@ struct Metrics {
     /// the last response when the caller knows it from its status line (libcurl is asked otherwise).
     init(easy: UnsafeMutableRawPointer, request: Request, secure: Bool, received: Int64,
          wire: (down: curl_off_t, up: curl_off_t), version known: Int32? = nil) {
-        func seconds(_ info: CURLINFO) -> Double {
-            var micro: curl_off_t = 0
-            guard ccurl_easy_getinfo_off(easy, info, &micro) == CURLE_OK, micro > 0 else { return 0 }
-            return Double(micro) / 1e6
+        func micro(_ info: CURLINFO) -> curl_off_t {
+            var value: curl_off_t = 0
+            return ccurl_easy_getinfo_off(easy, info, &value) == CURLE_OK ? value : 0
         }
+        measured = true
         if request.acceptedAt > 0, request.firstAttemptAt >= request.acceptedAt {
-            queued = request.firstAttemptAt - request.acceptedAt
+            queuedRaw = request.firstAttemptAt - request.acceptedAt
         }
-        var connects = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
-        var header = 0
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
-        total = seconds(CURLINFO_TOTAL_TIME_T)
-        // libcurl reports 0 for a step it did not reach; a reused connection skips the first ones.
-        let lookup = seconds(CURLINFO_NAMELOOKUP_TIME_T)
-        let connected = seconds(CURLINFO_CONNECT_TIME_T)
+        totalMicro = micro(CURLINFO_TOTAL_TIME_T)
+        lookupMicro = micro(CURLINFO_NAMELOOKUP_TIME_T)
+        connectMicro = micro(CURLINFO_CONNECT_TIME_T)
         // (Each read costs about 90 instructions: those whose figure is not used are left out.)
-        let handshake = secure ? seconds(CURLINFO_APPCONNECT_TIME_T) : 0
-        let first = header > 0 ? seconds(CURLINFO_STARTTRANSFER_TIME_T) : 0
-        reused = connects == 0 && header > 0
-        let madeConnection = connected > 0 || reused
-        if madeConnection || lookup > 0 { dns = min(lookup, total) }
-        if madeConnection { connect = min(max(connected, dns), total) }
-        if secure, madeConnection, handshake > 0 || reused { tls = min(max(handshake, connect), total) }
-        if header > 0 { firstByte = min(max(first, tls, connect, dns), total) }
+        if secure { handshakeMicro = micro(CURLINFO_APPCONNECT_TIME_T) }
+        if header > 0 { firstMicro = micro(CURLINFO_STARTTRANSFER_TIME_T) }
+        self.secure = secure
         bytesDown = UInt64(max(0, received))
         // libcurl's count of the body as received, before a content or transfer decoding of its
         // own (chunked framing left out), and of the header bytes of every response.
         wireBytesDown = UInt64(max(0, wire.down))
-        headerBytesDown = UInt64(max(0, header))
         bytesUp = UInt64(max(0, wire.up))
         if let known {
             httpVersion = known
@@ -75,4 +76,34 @@ struct Metrics {
     }
 
     init() {}
+
+    /// libcurl's time in seconds; 0 for a step it did not reach.
+    private static func seconds(_ micro: curl_off_t) -> Double { micro > 0 ? Double(micro) / 1e6 : 0 }
+
+    var queued: Double { queuedRaw }
+    var total: Double { measured ? Metrics.seconds(totalMicro) : -1 }
+    var headerBytesDown: UInt64 { UInt64(max(0, header)) }
+    var reused: Bool { measured && connects == 0 && header > 0 }
+
+    /// The times of the steps: libcurl reports 0 for a step it did not reach, and a reused
+    /// connection skips the first ones; each step ends no earlier than the one before it and no
+    /// later than the total.
+    private var steps: (dns: Double, connect: Double, tls: Double, firstByte: Double) {
+        guard measured else { return (-1, -1, -1, -1) }
+        let total = total
+        let lookup = Metrics.seconds(lookupMicro), connected = Metrics.seconds(connectMicro)
+        let handshake = Metrics.seconds(handshakeMicro), first = Metrics.seconds(firstMicro)
+        var dns = -1.0, connect = -1.0, tls = -1.0, firstByte = -1.0
+        let madeConnection = connected > 0 || reused
+        if madeConnection || lookup > 0 { dns = min(lookup, total) }
+        if madeConnection { connect = min(max(connected, dns), total) }
+        if secure, madeConnection, handshake > 0 || reused { tls = min(max(handshake, connect), total) }
+        if header > 0 { firstByte = min(max(first, tls, connect, dns), total) }
+        return (dns, connect, tls, firstByte)
+    }
+
+    var dns: Double { steps.dns }
+    var connect: Double { steps.connect }
+    var tls: Double { steps.tls }
+    var firstByte: Double { steps.firstByte }
 }

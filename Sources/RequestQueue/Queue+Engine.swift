@@ -98,7 +98,7 @@ extension Queue {
         case let .attemptEnded(request, generation, response):
             // The policy (two sets) is copied only when it can retry; the nil is a literal, which
             // nothing has to destroy.
-            guard request.retry.enabled else {
+            guard request.retryEnabled else {
                 return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
                                           method: request.method, random: 0, now: Clock.now())
             }

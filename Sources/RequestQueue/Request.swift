@@ -192,6 +192,8 @@ final class Request: @unchecked Sendable {
         get { options?.retry ?? RetryPolicy() }
         set { writableOptions.retry = newValue }
     }
+    /// `retry.enabled`, without making the default policy (two sets) for a request that has none.
+    var retryEnabled: Bool { options?.retry.enabled ?? false }
     var tag: CString? {
         get { options?.tag ?? nil }
         set { writableOptions.tag = newValue }

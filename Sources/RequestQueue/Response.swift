@@ -1,3 +1,4 @@
+import CCurl
 import Glibc
 import RequestQueueCore
 
@@ -57,9 +58,15 @@ final class Response: @unchecked Sendable {
         downloadTotal = progress.total
         self.uploaded = uploaded
         self.uploadTotal = uploadTotal
-        bodyCount = body.base == nil ? 0 : body.count
-        // Out of memory for the headers: the body alone (and no headers) is still delivered.
-        if !headers.isEmpty, let lines = headers.baseAddress, let grown = realloc(body.base, bodyCount + headers.count) {
+        let bodyCount = body.base == nil ? 0 : body.count
+        self.bodyCount = bodyCount
+        // The lines go in the body's block when they fit (`Transfer.reserveBody` makes room for
+        // them), else in the block grown. Out of memory for them: the body alone (and no headers)
+        // is still delivered.
+        let size = bodyCount + headers.count
+        if !headers.isEmpty, let lines = headers.baseAddress,
+           let grown = body.base.flatMap({ malloc_usable_size($0) >= size ? UnsafeMutableRawPointer($0) : nil })
+               ?? realloc(body.base, size) {
             let block = grown.assumingMemoryBound(to: UInt8.self)
             (block + bodyCount).update(from: lines, count: headers.count)
             storage = block

@@ -7,7 +7,10 @@ import RequestQueueCore
 /// from one attempt to the next and only what differs is set again.
 final class Transfer {
     let easy: UnsafeMutableRawPointer
-    unowned let engine: Engine
+    /// unowned(unsafe): the engine owns its transfers (running or pooled; a request's reference
+    /// to one is dropped when it stops running) and drops them all when its thread ends, before
+    /// the engine itself can go; a checked reference costs a retain and a release for every use.
+    unowned(unsafe) let engine: Engine
     /// The attempt running on this transfer; nil while it waits in the pool. libcurl calls back
     /// only between `begin` and `end`; the callbacks still check it and stop the transfer if not.
     private(set) var request: Request?
@@ -19,6 +22,8 @@ final class Transfer {
     private let headers = ByteBuffer()
     /// How the attempt's User-Agent, proxy and header list are set on the handle (Transport.swift).
     var route = Route()
+    /// `sharedHeaderLists`, read once (a global's every read checks its initialization).
+    let sharedLists = sharedHeaderLists
     /// The resolve overrides of the current attempt (Transport.swift).
     private var resolveOverrides: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -29,6 +34,12 @@ final class Transfer {
     /// from it, a redirect of the previous one notwithstanding (Curl_pretransfer): an attempt on
     /// the same URL leaves it set (setting it copies and frees strings, about 500 instructions).
     private var urlSet: String?
+    /// Whether libcurl's effective URL of an attempt on `urlSet` that followed no redirect was
+    /// found to be that URL itself (libcurl normalizes a URL when it parses it, the same way each
+    /// time): `response` then does not ask again for such an attempt.
+    private var urlSetIsEffective = false
+    /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
+    private var postFieldsSet = false
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
@@ -255,7 +266,10 @@ final class Transfer {
             curl_slist_free_all(resolveOverrides)
             resolveOverrides = nil
         }
-        if request?.sendsBody == true { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil) }
+        if postFieldsSet {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil)
+            postFieldsSet = false
+        }
         _ = file?.close()
         file = nil
         if let flow = request?.flow {
@@ -338,6 +352,7 @@ final class Transfer {
                     curl_easy_reset(easy)
                     route = Route()
                     urlSet = nil
+                    urlSetIsEffective = false
                     setFixedOptions()
                 }
                 apply(wanted)
@@ -347,6 +362,7 @@ final class Transfer {
         if !Transfer.sameBytes(urlSet, r.url.string) {
             let set = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
             urlSet = set == CURLE_OK ? r.url.string : nil
+            urlSetIsEffective = false
         }
         configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport.resolve)
@@ -354,6 +370,7 @@ final class Transfer {
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
+            postFieldsSet = true
         }
     }
 
@@ -476,7 +493,8 @@ final class Transfer {
             headDeferred = true
             return
         }
-        engine.postHead(request, generation) { head(for: request) }
+        // (Most requests have no head callback: the engine is not called for them.)
+        if request.headWanted { engine.postHead(request, generation) { head(for: request) } }
     }
 
     /// Whether libcurl follows the current 3xx response: redirects are on, it has a Location and
@@ -555,8 +573,9 @@ final class Transfer {
 
     /// Collected body: makes room for the length the server announced (Content-Length, as sent:
     /// compressed when the body is decoded), within the maximum response size, the limit of an
-    /// error body of a streaming request, and `bodyReserveLimit`. No room is no failure here:
-    /// `append` reports it if the bytes come.
+    /// error body of a streaming request, and `bodyReserveLimit`, and for the response's header
+    /// lines after it (complete now, but for trailers), which `Response` copies there. No room is
+    /// no failure here: `append` reports it if the bytes come.
     private func reserveBody(_ request: Request) {
         var length: curl_off_t = -1
         guard ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK else { return }
@@ -566,7 +585,8 @@ final class Transfer {
         var size = min(Int(clamping: length), Transfer.bodyReserveLimit)
         if request.maxResponseSize > 0 { size = min(size, Int(clamping: request.maxResponseSize)) }
         if request.streamsBody { size = min(size, ServerData.errorBodyLimit) }
-        _ = body.reserve(size)
+        // (Header lines are within `HeaderBudget.maxBytes`: no overflow.)
+        _ = body.reserve(size + headers.count)
     }
 
     /// Body bytes from libcurl: returns `size` when taken, 0 to abort the transfer, or
@@ -814,8 +834,11 @@ final class Transfer {
         let ownStatusLine = code == CURLE_OK && route.direct && self.status > 0
         var status = ownStatusLine ? self.status : 0
         if !ownStatusLine, self.status >= 0 { _ = ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        // The effective URL is the one set unless libcurl followed a redirect, or tried to (a
+        // 3xx was the only response, or there were several).
+        let followedNone = responses == 0 || (responses == 1 && !(300...399).contains(self.status))
         var effective: UnsafeMutablePointer<CChar>?
-        _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        if !(followedNone && urlSetIsEffective) { _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective) }
         var downloadTotal = lengthRead.length
         if lengthRead.response != responses {
             _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &downloadTotal)
@@ -829,7 +852,15 @@ final class Transfer {
         if let error = file?.close(), fileError == nil { fileError = error }
         // The request's own URL unless a redirect led elsewhere: no copy in the common case.
         var url = request.url.string
-        if let effective, url.withCString({ strcmp($0, effective) }) != 0 { url = String(cString: effective) }
+        var secure = request.url.https
+        if let effective {
+            if url.withCString({ strcmp($0, effective) }) != 0 {
+                url = String(cString: effective)
+                secure = strncasecmp(effective, "https:", 6) == 0
+            } else if followedNone, urlSet != nil {
+                urlSetIsEffective = true
+            }
+        }
         let outcome: Outcome
         var message: String
         if let protocolError {
@@ -864,7 +895,7 @@ final class Transfer {
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
-        response.metrics = Metrics(easy: easy, request: request, secure: url.withCString { strncasecmp($0, "https:", 6) == 0 },
+        response.metrics = Metrics(easy: easy, request: request, secure: secure,
                                    received: received, wire: (downloaded, uploaded),
                                    version: ownStatusLine && statusVersion != 0 ? statusVersion : nil)
         return response

@@ -540,45 +540,51 @@ extension Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_NOPROXY, noProxyOff ? UnsafeRawPointer(emptyCString) : nil)
             route.noProxyOff = noProxyOff
         }
-        var line: CString?
-        var option: CString?
-        switch o.agent {
-        case .none: break
-        case .standard: if direct { line = defaultUserAgentLine } else { option = defaultUserAgent }
-        case let .custom(value, blankless): if direct, let blankless { line = blankless } else { option = value }
-        }
-        if (option != nil) != route.agentOption {
-            if let option {
-                _ = option.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
-            } else {
+        // The User-Agent goes in the header list (`agentLine`) when the attempt is direct and the
+        // agent has a line, else in the option, if there is one.
+        let agentLine = direct && o.agent.hasLine
+        let agentOption = !agentLine && !o.agent.isNone
+        if agentOption != route.agentOption {
+            switch o.agent {
+            case .standard where agentOption:
+                _ = defaultUserAgent.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
+            case let .custom(value, _) where agentOption:
+                _ = value.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, $0.baseAddress) }
+            default:
                 _ = ccurl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, nil)
             }
-            route.agentOption = option != nil
+            route.agentOption = agentOption
         }
-        setHeaders(r, o, agentLine: line, standardAgent: o.agent.isStandard)
+        setHeaders(r, o, agentLine: agentLine)
     }
 
     /// The header list: the User-Agent line (`configureRoute`), a resumed download's Range, the
     /// request's header lines, an empty Content-Type for a body without one, and libcurl's
     /// Accept-Encoding line when decoding. Requests without header lines of their own share a
     /// list made once (`sharedHeaderLists`).
-    private func setHeaders(_ r: Request, _ o: Options, agentLine: CString?, standardAgent: Bool) {
+    private func setHeaders(_ r: Request, _ o: Options, agentLine: Bool) {
         // (Most requests have no header lines of their own: nothing to look for then.)
         let own = !r.headers.isEmpty
         func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
-        let agent = agentLine != nil && !(own && has("user-agent"))
+        let agent = agentLine && !(own && has("user-agent"))
         let contentType = r.sendsBody && !(own && has("content-type"))
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
         let encoding = (o.transport.decodeContent ?? true) && !(own && has("accept-encoding"))
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
-        if !own, resumeFrom == 0, !agent || standardAgent, index == 0 || sharedHeaderLists[index] != nil {
-            list = sharedHeaderLists[index]
+        if !own, resumeFrom == 0, !agent || o.agent.isStandard, index == 0 || sharedLists[index] != nil {
+            list = sharedLists[index]
         } else {
             func append(_ line: UnsafePointer<CChar>?) {
                 if let line, let longer = curl_slist_append(list, line) { list = longer }
             }
-            if agent, let agentLine { agentLine.withUnsafeBufferPointer { append($0.baseAddress) } }
+            if agent {
+                switch o.agent {
+                case .standard: defaultUserAgentLine.withUnsafeBufferPointer { append($0.baseAddress) }
+                case let .custom(_, line?): line.withUnsafeBufferPointer { append($0.baseAddress) }
+                default: break
+                }
+            }
             // Resuming a download: our Range header replaces the request's.
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
             for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
@@ -616,5 +622,19 @@ extension Agent {
     var isStandard: Bool {
         if case .standard = self { return true }
         return false
+    }
+
+    var isNone: Bool {
+        if case .none = self { return true }
+        return false
+    }
+
+    /// Whether the agent can go in a header list (see `custom`).
+    var hasLine: Bool {
+        switch self {
+        case .none: false
+        case .standard: true
+        case let .custom(_, line): line != nil
+        }
     }
 }

@@ -255,12 +255,20 @@ public enum HeaderLines {
         // (no newline among them: the scan for a newline goes on after them).
         var matches = length < end && p[length] == 0x3A
         var i = 0
-        // Eight bytes at a time, then one by one. (A byte equal to one of the name's with 0x20 set is
-        // no newline: the name holds no "*".)
-        while matches, i + 8 <= length {
-            let word = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
-            matches = word == UnsafeRawPointer(n + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
-            i += 8
+        // Eight bytes at a time, the last eight overlapping the ones before; a name shorter than
+        // that one by one. (A byte equal to one of the name's with 0x20 set is no newline: the
+        // name holds no "*".)
+        func sameWord(at i: Int) -> Bool {
+            UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
+                == UnsafeRawPointer(n + i).loadUnaligned(as: UInt64.self) | 0x2020_2020_2020_2020
+        }
+        if length >= 8 {
+            while matches, i + 8 <= length {
+                matches = sameWord(at: i)
+                i += 8
+            }
+            if matches, i < length { matches = sameWord(at: length - 8) }
+            i = length
         }
         while matches, i < length {
             matches = p[i] != 0x0A && p[i] | 0x20 == n[i] | 0x20

@@ -479,6 +479,14 @@ class Handler(BaseHTTPRequestHandler):
             if self.q("url") is None:
                 return self.send(400, "missing url")
             self.send(self.q("status", 302, int), headers=[("Location", self.q("url"))])
+        elif path == "/redirect-after":
+            # The first n requests of a key get a 200, the later ones a redirect to url.
+            if self.q("url") is None:
+                return self.send(400, "missing url")
+            if self.state.flaky_attempt("redirect-after:" + self.q("key", "")) <= self.q("n", 1, int):
+                self.send(200, "not yet")
+            else:
+                self.send(302, headers=[("Location", self.q("url"))])
         elif path == "/echo":
             self.send_json({"method": self.command, "path": self.path,
                             "headers": {k.lower(): v for k, v in self.headers.items()},

@@ -73,6 +73,74 @@ import Testing
         #expect(paths == ["/redirect/1", "/redirect/0", "/redirect/1", "/redirect/0", "/status/200", "/redirect/1", "/redirect/0"])
     }
 
+    /// The response's URL is libcurl's effective one, which a pooled handle does not ask for again
+    /// for an attempt on the URL it was found equal to, unless the attempt may have been redirected:
+    /// the same URL answered first without a redirect, then with one that is followed, then with one
+    /// whose target refuses the connection (libcurl's effective URL is the target in both); and a
+    /// URL that libcurl normalizes, reported as libcurl reports it each time.
+    @Test func theEffectiveURLOfEachAttemptOnAPooledHandle() throws {
+        let g = uniqueGroup()
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let target = fixture.url("/status/201?group=\(g)")
+        let refused = "http://127.0.0.1:1/refused"
+        func run(_ path: String, _ tag: String) throws -> Completion {
+            #expect(addAndRelease(q, try rec.request(fixture.url(path), tag: tag)) == RQ_OK)
+            #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+            return try #require(rec.completion(tag))
+        }
+        let later = "/redirect-after?group=\(g)&key=\(g)&n=2&url=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        for i in 0..<2 {
+            let c = try run(later, "plain\(i)")
+            #expect(c.status == 200 && c.url == fixture.url(later), "\(i): \(c.url)")
+        }
+        let followed = try run(later, "followed")
+        #expect(followed.status == 201 && followed.url == target, "\(followed.url)")
+        let failing = "/redirect-after?group=\(g)&key=\(g)-refused&n=1&url=" + refused.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let first = try run(failing, "refused0")
+        #expect(first.status == 200 && first.url == fixture.url(failing), "\(first.url)")
+        let second = try run(failing, "refused1")
+        #expect(second.outcome == RQ_OUTCOME_CANNOT_CONNECT && second.url == refused, "\(second.outcome) \(second.url)")
+        // libcurl takes the dot segments out of a path.
+        for i in 0..<2 {
+            let c = try run("/x/../status/200?group=\(g)", "dots\(i)")
+            #expect(c.status == 200 && c.url == fixture.url("/status/200?group=\(g)"), "\(i): \(c.url)")
+        }
+    }
+
+    /// A response keeps its body and its header lines in one block (the lines after the body, in
+    /// the room reserved with the body's announced length, or in the block grown): bodies of every
+    /// size, announced or chunked, empty or absent, with header lines few or longer than the body,
+    /// all come back whole.
+    @Test func bodyAndHeaderLinesOfEverySizeComeBackWhole() throws {
+        let q = try makeQueue(max: 4)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let long = (0..<40).map { "header=X-Long-\($0):" + String(repeating: "v", count: 90) }.joined(separator: "&")
+        var cases: [(path: String, n: Int, lines: Int)] = []
+        for n in [0, 1, 100, 5000, 70_000, 300_000] {
+            for chunked in [false, true] {
+                for extra in [0, 40] {
+                    cases.append(("/bytes?n=\(n)&chunked=\(chunked ? 1 : 0)" + (extra > 0 ? "&" + long : ""), n, extra))
+                }
+            }
+        }
+        cases.append(("/status/204?" + long, 0, 40))
+        for (i, c) in cases.enumerated() {
+            #expect(addAndRelease(q, try rec.request(fixture.url(c.path), tag: "\(i)")) == RQ_OK)
+        }
+        #expect(rq_queue_wait_idle(q, 60) == RQ_OK)
+        for (i, c) in cases.enumerated() {
+            let done = try #require(rec.completion("\(i)"))
+            #expect(done.outcome == RQ_OUTCOME_OK, "\(c.path.prefix(40)): \(done.message)")
+            #expect(done.body == Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8.cycled(to: c.n)), "\(c.path.prefix(40))")
+            let longs = done.headers.filter { $0.0.hasPrefix("X-Long-") }
+            #expect(longs.count == c.lines && longs.allSatisfy { $0.1 == String(repeating: "v", count: 90) }, "\(c.path.prefix(40))")
+            #expect(done.headers.contains { $0.0 == "Date" }, "\(c.path.prefix(40))")
+        }
+    }
+
     /// One transfer handle serves the requests one after another (max 1): each runs with its own
     /// settings, not those of the request before it (default, own, default again).
     @Test func aPooledHandleTakesEachRequestsOwnSettings() throws {
