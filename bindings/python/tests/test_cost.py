@@ -22,6 +22,7 @@ class CallCounter:
     def __init__(self, lib: Any) -> None:
         self._lib = lib
         self.calls: Counter[str] = collections.Counter()
+        self.items: Counter[str] = collections.Counter()
 
     def __getattr__(self, name: str) -> Any:
         function = getattr(self._lib, name)
@@ -30,6 +31,8 @@ class CallCounter:
 
         def call(*args: Any) -> Any:
             self.calls[name] += 1
+            if name.endswith("_many"):  # (array, count): the count of the items, by name
+                self.items[name] += args[1]
             return function(*args)
         return call
 
@@ -47,11 +50,11 @@ def per_request(counter: CallCounter) -> Counter[str]:
 
 
 N = 50
-# A request added by URL, completed, read (status, outcome, body) and dropped: its handle made,
-# given its completion, added; its response read in one call and retained for the fields read
-# later; both released once dropped.
-EXPECTED = {"rq_request_new": N, "rq_request_set_completion": N, "rq_add": N, "rq_response_get_summary": N,
-            "rq_response_retain": N, "rq_response_release": N, "rq_request_free": N}
+# A request added by URL, completed, read (status, outcome, body) and dropped: made, given its
+# completion and added in one call; its response read and retained in one call for the fields read
+# later; both released once dropped, with the others dropped meanwhile (one call for each kind).
+EXPECTED = {"rq_add_url": N, "rq_response_retain_summary": N}
+RELEASED = {"rq_response_release_many": N, "rq_request_free_many": N}
 
 
 @pytest.mark.parametrize("kind", ["Queue", "AsyncQueue"])
@@ -79,7 +82,11 @@ def test_library_calls_per_request(server, counter, kind):
     gc.collect()
     runtime._drain()  # (what the collector let go of is released at the next call into the binding)
     assert seen == [(200, rq.Outcome.OK, 10, 11)] * N
-    assert per_request(counter) == EXPECTED
+    calls = per_request(counter)
+    releases = {name: calls.pop(name) for name in RELEASED if name in calls}
+    assert calls == EXPECTED
+    # Released in batches: every one exactly once, in at most one call per request.
+    assert counter.items == RELEASED and all(1 <= n <= N for n in releases.values()) and len(releases) == 2
 
 
 def test_reading_every_field_adds_the_calls_of_those_fields_only(server, counter):

@@ -17,6 +17,10 @@ from ._types import Headers, Metrics, Outcome, Response, _built
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
 _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
 _NULL = ffi.NULL
+# ffi.cast and ffi.buffer without their Python-level wrappers (cast parses the type's name).
+_cast: Callable[[Any, Any], Any] = getattr(getattr(ffi, "_backend", None), "cast", ffi.cast)
+_buffer: Callable[[Any, int], Any] = getattr(getattr(ffi, "_backend", None), "buffer", ffi.buffer)
+_CHAR_POINTER = ffi.typeof("char *")
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
 _SUMMARY_SIZE = ffi.sizeof("rq_response_summary")
@@ -67,14 +71,15 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
-    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call;
+def _summary(ptr: Any, fields: Dict[str, Any], read: Callable[[Any, Any], int]) -> Tuple[int, int]:
+    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call
+    of `read` (rq_response_get_summary, or rq_response_retain_summary, which also retains it);
     returns the outcome's code and the body's length."""
     try:
         pair = _summaries.pop()
     except IndexError:
         pair = _new_summary()
-    code = lib.rq_response_get_summary(ptr, pair[0])
+    code = read(ptr, pair[0])
     if code:
         _summaries.append(pair)
         raise_result(code, "reading a response")
@@ -82,7 +87,7 @@ def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
     _summaries.append(pair)
     fields["status"] = status
     if length:
-        fields["body"] = ffi.buffer(ffi.cast("char *", address), length)[:]
+        fields["body"] = _buffer(_cast(_CHAR_POINTER, address), length)[:]
     else:
         fields["body"] = b""
     # An outcome this binding does not know (a newer library) counts as a transport failure.
@@ -124,7 +129,7 @@ def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
     response: Response = _new(Response)
     fields = response.__dict__
-    _summary(ptr, fields)
+    _summary(ptr, fields, lib.rq_response_get_summary)
     _copy_lazy_parts(ptr, fields)
     return response
 
@@ -165,14 +170,17 @@ def _completed_response(ptr: Any) -> Response:
     from the retained rq_response on first use (see _load_field)."""
     response = _new(Response)
     fields = response.__dict__
-    outcome_code, length = _summary(ptr, fields)
+    outcome_code, length = _summary(ptr, fields, lib.rq_response_retain_summary)  # (retained)
     if length > _EAGER_BODY:
-        _copy_lazy_parts(ptr, fields)
+        try:
+            _copy_lazy_parts(ptr, fields)
+        finally:
+            lib.rq_response_release(ptr)
         return response
     if not outcome_code:
         fields["message"] = ""
     # Released after the Response is collected (see _owned), or once every field has been read.
-    fields["_retained"] = _owned(lib.rq_response_retain(ptr))
+    fields["_retained"] = _owned(ptr)
     return response
 
 

@@ -82,6 +82,11 @@ if TYPE_CHECKING:
 # rq_request * cdata, which hash and compare by address, so the void * context of a callback finds
 # its request. Weak: the request's queue holds it (see the Lifetimes above).
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
+# The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
+# not known before the call, so their context is one of _context_pool's (void * values of a
+# counter, each back in the pool once its request's completion has run), registered before it.
+_contexts: Dict[Any, "weakref.ReferenceType[Request]"] = {}
+_context_pool: List[Any] = []
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
@@ -89,17 +94,23 @@ _exiting = False
 # Requests and the retained rq_response * of collected Responses. Only appended to, by the
 # destructors of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C
 # code and takes no lock.
+# Two deques, one per kind, so that each is released in one call (rq_request_free_many,
+# rq_response_release_many) without sorting them: `_releases` for the handles of collected
+# Requests, `_response_releases` for the retained responses of collected Responses.
 _releases: Deque[Any] = collections.deque()
+_response_releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
+_release_response_later = _response_releases.append
+# Held by the thread that empties the two deques (never inside the collector: see _drain).
+_drain_lock = threading.Lock()
 # ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
 # `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
 _gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
-_typeof: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "typeof", ffi.typeof)
-_RESPONSE_TYPE = ffi.typeof("rq_response *")
 
 
 def _owned(pointer: Any) -> Any:
-    return _gcp(pointer, _release_later)
+    """A retained rq_response *, released (by _drain) after it is collected."""
+    return _gcp(pointer, _release_response_later)
 
 
 # Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
@@ -118,9 +129,11 @@ _lazy_lock = threading.Lock()
 # may hold (they are forgotten without them).
 def _before_fork() -> None:
     _lazy_lock.acquire()
+    _drain_lock.acquire()
 
 
 def _after_fork_in_parent() -> None:
+    _drain_lock.release()
     _lazy_lock.release()
 
 
@@ -128,10 +141,12 @@ def _after_fork_in_child() -> None:
     global _pid, _dropped, _reaper, _reaper_lock
     _pid = os.getpid()
     _dropped, _reaper, _reaper_lock = SimpleQueue(), None, threading.Lock()  # the reaper stayed there
+    _drain_lock.release()
     _lazy_lock.release()
     for queue in list(_open_queues):
         queue._abandon()
     _registry.clear()
+    _contexts.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -169,19 +184,21 @@ def _close_all_at_exit() -> None:
 
 
 def _drain() -> None:
-    """Does the releases the garbage collector queued in _releases. At safe points only: never
-    inside the collector."""
+    """Does the releases the garbage collector queued in _releases and _response_releases, each
+    kind in one call. At safe points only: never inside the collector."""
     if _exiting:
         return
-    while _releases:
-        try:
-            item = _releases.popleft()
-        except IndexError:  # another thread took the last one
-            break
-        if _typeof(item) is _RESPONSE_TYPE:  # of a collected Response
-            lib.rq_response_release(item)
-        else:
-            lib.rq_request_free(item)
+    while _releases or _response_releases:
+        # (The lock only makes each length below true until the pops: other threads only append.)
+        with _drain_lock:
+            take = _response_releases.popleft
+            responses = [take() for _ in range(len(_response_releases))]
+            take = _releases.popleft
+            requests = [take() for _ in range(len(_releases))]
+        if responses:
+            lib.rq_response_release_many(responses, len(responses))
+        if requests:
+            lib.rq_request_free_many(requests, len(requests))
 
 
 def _start_reaper() -> None:
