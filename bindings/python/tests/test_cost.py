@@ -143,3 +143,53 @@ def test_add_by_url_does_what_request_does(server, options):
         by_request = outcome(lambda: q.add(rq.Request(url, **options)))
         q.cancel_all()
     assert by_url == by_request
+
+
+# add(url) and add(url, on_complete=f) make, complete and add the request in one library call
+# (rq_add_url): the same request, and the same errors in the same order, as add(Request(url)).
+URL_CASES = ["/echo", "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\0y/", "http://\udc80/", 5, None]
+
+
+@pytest.mark.parametrize("path", URL_CASES, ids=repr)
+@pytest.mark.parametrize("state", ["open", "closed"])
+def test_add_url_in_one_call_does_what_request_does(server, path, state):
+    url = server.url(path) if path == "/echo" else path
+
+    def outcome(make):
+        try:
+            request = make()
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return type(exc), str(exc)
+        return (request.method, request.headers, request.tag, request.priority, request.url,
+                request._on_complete, request.body, request.state)
+
+    with rq.Queue(suspended=True) as q:
+        if state == "closed":
+            q.close()
+        by_url = outcome(lambda: q.add(url, on_complete=print))
+        by_request = outcome(lambda: q.add(rq.Request(url, on_complete=print)))
+        if state == "open":
+            q.cancel_all()
+    assert by_url == by_request
+
+
+def test_add_url_completes_every_request_once_from_threads(server):
+    """Requests added by URL from four threads while a fifth waits on the queue: each completes
+    exactly once, with its own response (its completion may run before add() has returned)."""
+    import threading
+
+    done: Counter[str] = collections.Counter()
+    with rq.Queue(max_concurrent=16, duplicates="allow") as q:
+        def add_many(t: int) -> None:
+            for i in range(100):
+                q.add(server.url(f"/bytes?n={i}&id={t}-{i}"),
+                      on_complete=lambda r: done.update([f"{r.url} {len(r.response.body)}"]))
+
+        threads = [threading.Thread(target=add_many, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        q.wait()
+    assert done == collections.Counter(server.url(f"/bytes?n={i}&id={t}-{i}") + f" {i}"
+                                       for t in range(4) for i in range(100))
