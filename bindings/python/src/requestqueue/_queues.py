@@ -3,7 +3,6 @@ closing) and the synchronous :class:`Queue`."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import select
 import threading
@@ -32,7 +31,7 @@ from ._callbacks import _added_completion_cb
 from ._options import RequestOptions
 from ._request import Request
 from ._runtime import (
-    _context_pool,
+    _context_values,
     _contexts,
     _creation_site,
     _drain,
@@ -59,11 +58,6 @@ _newp: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "newp", ff
 _REQUEST_OUT = ffi.typeof("rq_request **")
 # Free out-parameters of rq_add_url (list.pop and list.append are atomic: see _request_outs).
 _add_outs: List[Any] = []
-# The values of the contexts made for _context_pool: 1, 2, ... (next() of a count is atomic).
-_context_values = itertools.count(1)
-# ffi.cast without its Python-level wrapper (which parses the type's name at every call).
-_cast: Callable[[Any, Any], Any] = getattr(getattr(ffi, "_backend", None), "cast", ffi.cast)
-_VOID_POINTER = ffi.typeof("void *")
 _NULL = ffi.NULL
 # What rq_add_url returns for its URL, as rq_request_new does (see Request._begin).
 _URL_ERRORS = frozenset((lib.RQ_ERR_INVALID_URL, lib.RQ_ERR_UNSUPPORTED_SCHEME, lib.RQ_ERR_OUT_OF_MEMORY))
@@ -386,13 +380,9 @@ class _QueueBase:
             out = _add_outs.pop()
         except IndexError:
             out = _newp(_REQUEST_OUT)
-        try:
-            context = _context_pool.pop()
-        except IndexError:
-            context = _cast(_VOID_POINTER, next(_context_values))
+        context = next(_context_values)
         with self._lock:
             if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
-                _context_pool.append(context)
                 _add_outs.append(out)
                 Request(url)
                 raise QueueClosedError("add: the queue is closed")
@@ -406,7 +396,6 @@ class _QueueBase:
                 req._queue = None
                 live.discard(req)
                 del _contexts[context]
-                _context_pool.append(context)
                 _add_outs.append(out)
                 if code in _URL_ERRORS:
                     raise_result(code, f"invalid URL {url!r}")

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import itertools
 import os
 import sys
 import threading
@@ -83,10 +84,10 @@ if TYPE_CHECKING:
 # its request. Weak: the request's queue holds it (see the Lifetimes above).
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 # The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
-# not known before the call, so their context is one of _context_pool's (void * values of a
-# counter, each back in the pool once its request's completion has run), registered before it.
-_contexts: Dict[Any, "weakref.ReferenceType[Request]"] = {}
-_context_pool: List[Any] = []
+# not known before the call, so their context is an integer of _context_values (never reused),
+# registered before it.
+_contexts: Dict[int, "weakref.ReferenceType[Request]"] = {}
+_context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
