@@ -1311,10 +1311,11 @@ RQ_API rq_result rq_response_metrics(const rq_response *response, rq_metrics *ou
  *  `*out_request` is the request's handle, owned by the caller as one from `rq_request_new`
  *  (free it with `rq_request_free` whenever you like: the queue keeps what it needs, and its
  *  completion still runs). On failure nothing was made: no request, no callback, and
- *  `context_free` is not called (the context is still the caller's). Errors: RQ_ERR_NULL_ARGUMENT
- *  (`queue`, `url` or `out_request` NULL), RQ_ERR_INVALID_HANDLE (`queue`), RQ_ERR_INVALID_URL,
- *  RQ_ERR_UNSUPPORTED_SCHEME, RQ_ERR_OUT_OF_MEMORY (as `rq_request_new`), RQ_ERR_QUEUE_CLOSED (the
- *  queue is being freed). */
+ *  `context_free` is not called (the context is still the caller's). The URL is checked before
+ *  the queue, as the two calls would. Errors: RQ_ERR_NULL_ARGUMENT (`url`, `out_request` or
+ *  `queue` NULL), RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME, RQ_ERR_OUT_OF_MEMORY (as
+ *  `rq_request_new`), RQ_ERR_INVALID_HANDLE (`queue`), RQ_ERR_QUEUE_CLOSED (the queue is being
+ *  freed). */
 RQ_API rq_result rq_add_url(rq_queue *queue, const char *url, rq_completion_fn completion, void *context,
                             rq_context_free_fn context_free, rq_request **out_request);
 
