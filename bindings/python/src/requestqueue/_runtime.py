@@ -18,25 +18,30 @@ Lifetimes
   Python object (handle values are never reused within a process): the callbacks look it up in
   ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
   callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
-  whose request was collected, is ignored, so no callback can reach a freed Python object.
+  whose request was collected, is ignored, so no callback can reach a freed Python object. A
+  request added by URL in one call (``rq_add_url``: ``add(url)``, ``add(url, on_complete=f)``) has
+  no handle before that call, and its completion may run on another thread before the call
+  returns: its context is an integer of ``_context_values`` (never reused), registered in
+  ``_contexts`` before the call, the same way.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
   at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
-  library's. What it lets go of is only appended to ``_releases`` (``deque.append``, a C function
-  that takes no lock, is the destructor of the ``ffi.gc`` pointers below: no Python code runs) and
-  released at the next safe point, ``_drain``: every entry into the binding that calls the library
+  library's. What it lets go of is only appended to ``_releases`` or ``_response_releases``
+  (``deque.append``, a C function that takes no lock, is the destructor of the ``ffi.gc`` pointers
+  below: no Python code runs) and released at the next safe point, ``_drain``, all of a kind in one
+  call (``rq_request_free_many``, ``rq_response_release_many``): every entry into the binding that calls the library
   (creating a request or a queue, ``add``, every queue method, dispatching, closing), the reaper
   thread, and exit.
 * A response is borrowed from the library only during its callback. A completion copies its status,
-  outcome and body, and retains it (``rq_response_retain``): the other fields of the
+  outcome and body, and retains it, in one call (``rq_response_retain_summary``): the other fields of the
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
   garbage collected (the retained pointer, in the Response's ``__dict__``, is an ``ffi.gc`` pointer
-  whose destructor queues it in ``_releases``), never once the interpreter is exiting. A forked
+  whose destructor queues it in ``_response_releases``), never once the interpreter is exiting. A forked
   child reads and releases the parent's responses through the library, which allows it (see "Fork"
   in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
-  copies everything at once instead (the retained response would hold a second copy of the body),
-  as does an authentication challenge.
+  copies everything at once instead and lets it go (the retained response would hold a second copy
+  of the body), as does an authentication challenge.
 * A :class:`Request` releases its handle after it is garbage collected (its handle is an ``ffi.gc``
   pointer queued in ``_releases``; the library keeps a request in flight for itself), never once
   the interpreter is exiting. (In a forked child, the parent's requests are released too: the
@@ -91,13 +96,11 @@ _context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
-# What the garbage collector let go of, released by _drain: the rq_request * handles of collected
-# Requests and the retained rq_response * of collected Responses. Only appended to, by the
-# destructors of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C
-# code and takes no lock.
-# Two deques, one per kind, so that each is released in one call (rq_request_free_many,
-# rq_response_release_many) without sorting them: `_releases` for the handles of collected
-# Requests, `_response_releases` for the retained responses of collected Responses.
+# What the garbage collector let go of, released by _drain: `_releases` holds the rq_request *
+# handles of collected Requests, `_response_releases` the retained rq_response * of collected
+# Responses (one deque per kind, each released in one call). Only appended to, by the destructors
+# of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C code and takes
+# no lock.
 _releases: Deque[Any] = collections.deque()
 _response_releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
