@@ -29,7 +29,7 @@ from ._errors import AlreadyAddedError, QueueClosedError, WaitTimeoutError, Woul
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM, RQ_ERR_WOULD_DEADLOCK, check, ffi, lib, raise_result
 from ._callbacks import _added_completion_cb
 from ._options import RequestOptions
-from ._request import Request
+from ._request import _REQUEST_OUT, Request, _newp, _request_outs
 from ._runtime import (
     _context_values,
     _contexts,
@@ -54,10 +54,6 @@ _PLAIN_OPTIONS = Request._PLAIN_OPTIONS
 # one call of the library (rq_add_url) instead of three.
 _URL_ONLY_OPTIONS = frozenset(("on_complete",))
 _new_request = object.__new__
-_newp: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "newp", ffi.new)
-_REQUEST_OUT = ffi.typeof("rq_request **")
-# Free out-parameters of rq_add_url (list.pop and list.append are atomic: see _request_outs).
-_add_outs: List[Any] = []
 _NULL = ffi.NULL
 # What rq_add_url returns for its URL, as rq_request_new does (see Request._begin).
 _URL_ERRORS = frozenset((lib.RQ_ERR_INVALID_URL, lib.RQ_ERR_UNSUPPORTED_SCHEME, lib.RQ_ERR_OUT_OF_MEMORY))
@@ -377,13 +373,13 @@ class _QueueBase:
                 Request(url)  # (an invalid URL is reported first, as by add(Request(url)))
                 raise
         try:
-            out = _add_outs.pop()
+            out = _request_outs.pop()
         except IndexError:
             out = _newp(_REQUEST_OUT)
         context = next(_context_values)
         with self._lock:
             if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
-                _add_outs.append(out)
+                _request_outs.append(out)
                 Request(url)
                 raise QueueClosedError("add: the queue is closed")
             # Known before the call: its completion may run on another thread before it returns.
@@ -396,13 +392,13 @@ class _QueueBase:
                 req._queue = None
                 live.discard(req)
                 del _contexts[context]
-                _add_outs.append(out)
+                _request_outs.append(out)
                 if code in _URL_ERRORS:
                     raise_result(code, f"invalid URL {url!r}")
                 self._check(code, f"add {req!r}")
             # Released after the request is collected (see Request._begin).
             req._handle = _gcp(out[0], _release_later)
-            _add_outs.append(out)
+            _request_outs.append(out)
             if asynchronous and len(live) == 1:
                 self._became_busy()
         return req

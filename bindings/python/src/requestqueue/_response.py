@@ -68,22 +68,28 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-def _summary(ptr: Any, fields: Dict[str, Any], read: Callable[[Any, Any], int]) -> Tuple[int, int]:
+def _summary(ptr: Any, fields: Dict[str, Any], retain: bool = False) -> Tuple[int, int]:
     """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call
-    of `read` (rq_response_get_summary, or rq_response_retain_summary, which also retains it);
-    returns the outcome's code and the body's length."""
+    (with `retain`, rq_response_retain_summary, which also retains the response: the caller
+    releases it); returns the outcome's code and the body's length."""
     try:
         pair = _summaries.pop()
     except IndexError:
         pair = _new_summary()
-    code = read(ptr, pair[0])
+    code = (lib.rq_response_retain_summary if retain else lib.rq_response_get_summary)(ptr, pair[0])
     if code:
         _summaries.append(pair)
         raise_result(code, "reading a response")
     _, outcome_code, status, http_version, _, _, length = _unpack_summary(pair[1])
-    # (The body's pointer read as the struct's field: cheaper than a cast of its address.)
-    fields["body"] = _buffer(pair[0].body, length)[:] if length else b""
-    _summaries.append(pair)
+    try:
+        # (The body's pointer read as the struct's field: cheaper than a cast of its address.)
+        fields["body"] = _buffer(pair[0].body, length)[:] if length else b""
+    except BaseException:  # (no memory for the copy: the retained response is not kept either)
+        if retain:
+            lib.rq_response_release(ptr)
+        raise
+    finally:
+        _summaries.append(pair)
     fields["status"] = status
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
@@ -124,7 +130,7 @@ def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
     response: Response = _new(Response)
     fields = response.__dict__
-    _summary(ptr, fields, lib.rq_response_get_summary)
+    _summary(ptr, fields)
     _copy_lazy_parts(ptr, fields)
     return response
 
@@ -165,7 +171,7 @@ def _completed_response(ptr: Any) -> Response:
     from the retained rq_response on first use (see _load_field)."""
     response = _new(Response)
     fields = response.__dict__
-    outcome_code, length = _summary(ptr, fields, lib.rq_response_retain_summary)  # (retained)
+    outcome_code, length = _summary(ptr, fields, True)  # (retained)
     if length > _EAGER_BODY:
         try:
             _copy_lazy_parts(ptr, fields)
