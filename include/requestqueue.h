@@ -1302,6 +1302,46 @@ typedef struct rq_metrics {
  *  attempts made, 0 when it never started). Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT. */
 RQ_API rq_result rq_response_metrics(const rq_response *response, rq_metrics *out_metrics);
 
+/* ===================================================================================================
+ * Calls that do the work of several
+ * =================================================================================================== */
+
+/* For callers where each call into the library has a cost of its own (Python's cffi, Ruby's ffi:
+ * about 3,000 instructions a call), and for C programs that make many plain requests: each of
+ * these does in one call what the functions it names do, with the same results and errors. */
+
+/** Makes a GET request for `url`, gives it its completion (`completion`, `context` and
+ *  `context_free`, as `rq_request_set_completion`; each may be NULL) and adds it to `queue`: what
+ *  `rq_request_new`, `rq_request_set_completion` and `rq_add` do, in one call. On RQ_OK,
+ *  `*out_request` is the request's handle, owned by the caller as one from `rq_request_new`
+ *  (free it with `rq_request_free` whenever you like: the queue keeps what it needs, and its
+ *  completion still runs). On failure nothing was made: no request, no callback, and
+ *  `context_free` is not called (the context is still the caller's). The URL is checked before
+ *  the queue, as `rq_request_new` then `rq_add` would. Errors: RQ_ERR_NULL_ARGUMENT (`url`, `out_request` or
+ *  `queue` NULL), RQ_ERR_INVALID_URL, RQ_ERR_UNSUPPORTED_SCHEME, RQ_ERR_OUT_OF_MEMORY (as
+ *  `rq_request_new`), RQ_ERR_INVALID_HANDLE (`queue`), RQ_ERR_QUEUE_CLOSED (the queue is being
+ *  freed). */
+RQ_API rq_result rq_add_url(rq_queue *queue, const char *url, rq_completion_fn completion, void *context,
+                            rq_context_free_fn context_free, rq_request **out_request);
+
+/** `rq_response_get_summary`, and the response retained as by `rq_response_retain` when it
+ *  returns RQ_OK (release it with `rq_response_release` or `rq_response_release_many`): the
+ *  summary's `body` then stays valid after the callback. On an error nothing is retained. Errors:
+ *  those of `rq_response_get_summary`. */
+RQ_API rq_result rq_response_retain_summary(const rq_response *response, rq_response_summary *out_summary);
+
+/** Releases `count` retained responses, as `rq_response_release` does each (NULL entries are
+ *  skipped; `responses` is ignored when it is NULL, and so is a `count` above PTRDIFF_MAX, which no
+ *  array can have). */
+RQ_API void rq_response_release_many(const rq_response *const *responses, size_t count);
+
+/** Frees `count` requests, as `rq_request_free` does each, in order (NULL entries are skipped, as
+ *  `rq_request_free(NULL)` is). Every entry is tried: on an error the others are still freed, and
+ *  the result is the first error (`rq_last_error_message` names its index). Errors:
+ *  RQ_ERR_NULL_ARGUMENT (`requests` NULL with a `count` > 0), RQ_ERR_INVALID_ARGUMENT (`count` above
+ *  PTRDIFF_MAX: nothing is freed), and those of `rq_request_free`. */
+RQ_API rq_result rq_request_free_many(rq_request *const *requests, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,7 +27,7 @@ private func setSeconds(_ pointer: OpaquePointer?, _ field: ReferenceWritableKey
     }
 }
 
-private func inputResult(_ error: InputError, function: StaticString = #function) -> rq_result {
+func inputResult(_ error: InputError, function: StaticString = #function) -> rq_result {
     let code = switch error.kind {
     case .invalidURL: RQ_ERR_INVALID_URL
     case .unsupportedScheme: RQ_ERR_UNSUPPORTED_SCHEME

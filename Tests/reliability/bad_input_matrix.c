@@ -273,6 +273,28 @@ static void response_rows(void *context, rq_request *request, const rq_response 
                  small[sizeof small - 1] == 0x77 && small[small_size] == 0x77);
     }
 
+    {
+        rq_response_summary sum;
+        memset(&sum, 0x5a, sizeof sum);
+        ROW(rq_response_retain_summary, NULL, "out_summary NULL", RQ_ERR_NULL_ARGUMENT, rq_response_retain_summary(response, NULL));
+        sum.size = sizeof sum;
+        ROW(rq_response_retain_summary, NULL, "response NULL", RQ_ERR_NULL_ARGUMENT, rq_response_retain_summary(NULL, &sum));
+        sum.size = 0;
+        ROW(rq_response_retain_summary, INVALID, "size 0 (nothing retained)", RQ_ERR_INVALID_ARGUMENT,
+            rq_response_retain_summary(response, &sum));
+        sum.size = sizeof sum;
+        ROWV(rq_response_retain_summary, VALID, "a real response", "RQ_OK, status 200, 16 body bytes",
+             rq_response_retain_summary(response, &sum) == RQ_OK && sum.status == 200 && sum.body_size == 16 &&
+                 rel_is_pattern(sum.body, 16));
+        const rq_response *retained[3] = {response, NULL, rq_response_retain(response)};
+        ROWV(rq_response_release_many, NULL, "responses NULL, count 3", "no crash", (rq_response_release_many(NULL, 3), 1));
+        ROWV(rq_response_release_many, VALID, "count 0", "no crash", (rq_response_release_many(retained, 0), 1));
+        ROWV(rq_response_release_many, INVALID, "count SIZE_MAX (no array is that long)", "no crash, nothing released",
+             (rq_response_release_many(retained, SIZE_MAX), rq_response_status(response) == 200));
+        ROWV(rq_response_release_many, VALID, "two retained responses and a NULL", "no crash, still readable in its callback",
+             (rq_response_release_many(retained, 3), rq_response_status(response) == 200));
+    }
+
     /* Calls that would wait for this very callback. */
     if (c->dispatch) {
         size_t ran = 9;
@@ -292,6 +314,11 @@ static void closed_rows(void *context, rq_request *request, const rq_response *r
     rq_request *late = new_request();
     ROW(rq_add, STATE, "to a queue being freed (from a completion inside rq_queue_free)", RQ_ERR_QUEUE_CLOSED, rq_add(c->queue, late));
     CHECK_OK(rq_request_free(late));
+    rq_request *unchanged = late;
+    ROW(rq_add_url, STATE, "to a queue being freed (from a completion inside rq_queue_free)", RQ_ERR_QUEUE_CLOSED,
+        rq_add_url(c->queue, "http://127.0.0.1:1/", NULL, NULL, NULL, &unchanged));
+    if (unchanged != late)
+        FAIL("rq_add_url wrote its out-parameter on an error");
     atomic_fetch_add(&c->done, 1);
 }
 
@@ -512,6 +539,52 @@ static void rows_queues(void) {
     ROW(rq_add, FOREIGN, "a queue handle as the request", RQ_ERR_INVALID_HANDLE, rq_add(q, (rq_request *)(void *)q));
     for (int i = 0; i < N_FOREIGN; i++)
         ROW(rq_add, FOREIGN, foreign_names[i], RQ_ERR_INVALID_HANDLE, rq_add(q, foreign(i)));
+
+    /* rq_add_url */
+    {
+        rq_request *out = NULL;
+        ROW(rq_add_url, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_add_url(NULL, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, NULL, "url NULL", RQ_ERR_NULL_ARGUMENT, rq_add_url(q, NULL, NULL, NULL, NULL, &out));
+        ROW(rq_add_url, NULL, "out_request NULL", RQ_ERR_NULL_ARGUMENT, rq_add_url(q, "http://127.0.0.1:1/", NULL, NULL, NULL, NULL));
+        ROW(rq_add_url, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_add_url(freed, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, FOREIGN, "a request handle as the queue", RQ_ERR_INVALID_HANDLE,
+            rq_add_url(as_queue, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, INVALID, "url \"not a url\"", RQ_ERR_INVALID_URL, rq_add_url(q, "not a url", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, INVALID, "url with a space", RQ_ERR_INVALID_URL, rq_add_url(q, "http://a b/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, INVALID, "url ftp://", RQ_ERR_UNSUPPORTED_SCHEME, rq_add_url(q, "ftp://127.0.0.1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url, INVALID, "a 1 MiB url", RQ_ERR_INVALID_URL, rq_add_url(q, huge_string, NULL, NULL, NULL, &out));
+        ROW(rq_add_url, INVALID, "a bad url to a freed queue (the url is checked first)", RQ_ERR_INVALID_URL,
+            rq_add_url(freed, "not a url", NULL, NULL, NULL, &out));
+        if (out != NULL)
+            FAIL("rq_add_url wrote its out-parameter on an error");
+        rq_queue *held;
+        CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &held));
+        CHECK_OK(rq_queue_suspend(held));
+        ROWV(rq_add_url, VALID, "a suspended queue, no completion", "RQ_OK, a request waiting in it",
+             rq_add_url(held, "http://127.0.0.1:1/", NULL, NULL, NULL, &out) == RQ_OK && out != NULL &&
+                 rq_cancel(out) == RQ_OK);
+        CHECK_OK(rq_request_free(out));
+        CHECK_OK(rq_queue_free(held));
+    }
+
+    /* rq_request_free_many */
+    {
+        rq_request *none[2] = {NULL, NULL};
+        rq_request *freed_one[1] = {freed_request};
+        rq_request *live[3] = {new_request(), NULL, new_request()};
+        ROW(rq_request_free_many, NULL, "requests NULL, count 1", RQ_ERR_NULL_ARGUMENT, rq_request_free_many(NULL, 1));
+        ROW(rq_request_free_many, VALID, "requests NULL, count 0", RQ_OK, rq_request_free_many(NULL, 0));
+        ROW(rq_request_free_many, VALID, "NULL entries only", RQ_OK, rq_request_free_many(none, 2));
+        ROW(rq_request_free_many, INVALID, "count SIZE_MAX", RQ_ERR_INVALID_ARGUMENT, rq_request_free_many(none, SIZE_MAX));
+        ROW(rq_request_free_many, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_free_many(freed_one, 1));
+        for (int i = 0; i < N_FOREIGN; i++) {
+            rq_request *one[1] = {foreign(i)};
+            ROW(rq_request_free_many, FOREIGN, foreign_names[i], RQ_ERR_INVALID_HANDLE, rq_request_free_many(one, 1));
+        }
+        ROWV(rq_request_free_many, VALID, "two requests and a NULL", "RQ_OK, both freed",
+             rq_request_free_many(live, 3) == RQ_OK && rq_cancel(live[0]) == RQ_ERR_INVALID_HANDLE &&
+                 rq_cancel(live[2]) == RQ_ERR_INVALID_HANDLE);
+    }
 
     /* rq_cancel */
     ROW(rq_cancel, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, rq_cancel(NULL));

@@ -33,7 +33,13 @@ collecting = set()
 def on_gc(phase, info):
     (collecting.add if phase == "start" else collecting.discard)(threading.get_ident())
 gc.callbacks.append(on_gc)
-COUNTS = {"rq_response_retain": 0, "rq_response_release": 0, "rq_request_new": 0, "rq_request_free": 0}
+COUNTS = {"retained": 0, "released": 0, "made": 0, "freed": 0}
+# What each call makes or lets go of: (counter, only when it returns 0, how many: the count
+# argument of the calls that take an array, else 1).
+COUNTED = {"rq_response_retain": ("retained", False), "rq_response_retain_summary": ("retained", True),
+           "rq_response_release": ("released", False), "rq_response_release_many": ("released", False),
+           "rq_request_new": ("made", True), "rq_add_url": ("made", True),
+           "rq_request_free": ("freed", False), "rq_request_free_many": ("freed", False)}
 class WatchedLib:
     def __init__(self, lib):
         self._lib = lib
@@ -44,9 +50,12 @@ class WatchedLib:
         def call(*args):
             if threading.get_ident() in collecting:
                 IN_GC.append(name)
-            if name in COUNTS:
-                COUNTS[name] += 1
-            return function(*args)
+            result = function(*args)
+            if name in COUNTED:
+                counter, on_success = COUNTED[name]
+                if not (on_success and result != 0):
+                    COUNTS[counter] += args[1] if name.endswith("_many") else 1
+            return result
         return call
 class WatchedLock:
     def __init__(self, lock):
@@ -67,8 +76,7 @@ def report():
     gc.collect()
     runtime._drain()
     print("in gc:", sorted(set(IN_GC)))
-    print("unreleased:", COUNTS["rq_response_retain"] - COUNTS["rq_response_release"],
-          COUNTS["rq_request_new"] - COUNTS["rq_request_free"])
+    print("unreleased:", COUNTS["retained"] - COUNTS["released"], COUNTS["made"] - COUNTS["freed"])
 """
 
 CLEAN_REPORT = "in gc: []\nunreleased: 0 0\n"

@@ -22,6 +22,7 @@ class CallCounter:
     def __init__(self, lib: Any) -> None:
         self._lib = lib
         self.calls: Counter[str] = collections.Counter()
+        self.items: Counter[str] = collections.Counter()
 
     def __getattr__(self, name: str) -> Any:
         function = getattr(self._lib, name)
@@ -30,6 +31,8 @@ class CallCounter:
 
         def call(*args: Any) -> Any:
             self.calls[name] += 1
+            if name.endswith("_many"):  # (array, count): the count of the items, by name
+                self.items[name] += args[1]
             return function(*args)
         return call
 
@@ -47,11 +50,11 @@ def per_request(counter: CallCounter) -> Counter[str]:
 
 
 N = 50
-# A request added by URL, completed, read (status, outcome, body) and dropped: its handle made,
-# given its completion, added; its response read in one call and retained for the fields read
-# later; both released once dropped.
-EXPECTED = {"rq_request_new": N, "rq_request_set_completion": N, "rq_add": N, "rq_response_get_summary": N,
-            "rq_response_retain": N, "rq_response_release": N, "rq_request_free": N}
+# A request added by URL, completed, read (status, outcome, body) and dropped: made, given its
+# completion and added in one call; its response read and retained in one call for the fields read
+# later; both released once dropped, with the others dropped meanwhile (one call for each kind).
+EXPECTED = {"rq_add_url": N, "rq_response_retain_summary": N}
+RELEASED = {"rq_response_release_many": N, "rq_request_free_many": N}
 
 
 @pytest.mark.parametrize("kind", ["Queue", "AsyncQueue"])
@@ -79,7 +82,11 @@ def test_library_calls_per_request(server, counter, kind):
     gc.collect()
     runtime._drain()  # (what the collector let go of is released at the next call into the binding)
     assert seen == [(200, rq.Outcome.OK, 10, 11)] * N
-    assert per_request(counter) == EXPECTED
+    calls = per_request(counter)
+    releases = {name: calls.pop(name) for name in RELEASED if name in calls}
+    assert calls == EXPECTED
+    # Released in batches: every one exactly once, in at most one call per request.
+    assert counter.items == RELEASED and all(1 <= n <= N for n in releases.values()) and len(releases) == 2
 
 
 def test_reading_every_field_adds_the_calls_of_those_fields_only(server, counter):
@@ -136,3 +143,53 @@ def test_add_by_url_does_what_request_does(server, options):
         by_request = outcome(lambda: q.add(rq.Request(url, **options)))
         q.cancel_all()
     assert by_url == by_request
+
+
+# add(url) and add(url, on_complete=f) make, complete and add the request in one library call
+# (rq_add_url): the same request, and the same errors in the same order, as add(Request(url)).
+URL_CASES = ["/echo", "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\0y/", "http://\udc80/", 5, None]
+
+
+@pytest.mark.parametrize("path", URL_CASES, ids=repr)
+@pytest.mark.parametrize("state", ["open", "closed"])
+def test_add_url_in_one_call_does_what_request_does(server, path, state):
+    url = server.url(path) if path == "/echo" else path
+
+    def outcome(make):
+        try:
+            request = make()
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return type(exc), str(exc)
+        return (request.method, request.headers, request.tag, request.priority, request.url,
+                request._on_complete, request.body, request.state)
+
+    with rq.Queue(suspended=True) as q:
+        if state == "closed":
+            q.close()
+        by_url = outcome(lambda: q.add(url, on_complete=print))
+        by_request = outcome(lambda: q.add(rq.Request(url, on_complete=print)))
+        if state == "open":
+            q.cancel_all()
+    assert by_url == by_request
+
+
+def test_add_url_completes_every_request_once_from_threads(server):
+    """Requests added by URL from four threads while a fifth waits on the queue: each completes
+    exactly once, with its own response (its completion may run before add() has returned)."""
+    import threading
+
+    done: Counter[str] = collections.Counter()
+    with rq.Queue(max_concurrent=16, duplicates="allow") as q:
+        def add_many(t: int) -> None:
+            for i in range(100):
+                q.add(server.url(f"/bytes?n={i}&id={t}-{i}"),
+                      on_complete=lambda r: done.update([f"{r.url} {len(r.response.body)}"]))
+
+        threads = [threading.Thread(target=add_many, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        q.wait()
+    assert done == collections.Counter(server.url(f"/bytes?n={i}&id={t}-{i}") + f" {i}"
+                                       for t in range(4) for i in range(100))

@@ -13,7 +13,7 @@ from ._native import RQ_ERR_WOULD_DEADLOCK, check, ffi, lib
 from ._options import RequestOptions
 from ._queues import _QueueBase, _check_fetchable
 from ._request import Request
-from ._runtime import _drain, _releases
+from ._runtime import _drain, _releases, _response_releases
 from ._types import Response
 
 __all__ = ["AsyncQueue", "STREAM_BUFFER_LIMIT"]
@@ -140,7 +140,7 @@ class AsyncQueue(_QueueBase):
             # Never while a task awaits another request of this queue, or the queue itself: the
             # reader may be that task (awaiting inside its loop), which would then wait forever.
             paused = bool(self._backlogged) and not self._idle_waiters and not any(
-                r._waiters or (r._stream and r._head_waiters) for r in self._live.values() if r not in self._backlogged)
+                r._waiters or (r._stream and r._head_waiters) for r in list(self._live) if r not in self._backlogged)
         want = bool(self._live) and not paused and not self._closed and not self._closing
         if want and not self._reading and self._loop is not None:
             self._loop.add_reader(self._fd, self._on_readable)
@@ -170,7 +170,7 @@ class AsyncQueue(_QueueBase):
     def _dispatch_once(self) -> int:
         if self._closed or self._closing:
             return 0
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         ran = ffi.new("size_t *")
         outer, self._dispatching = self._dispatching, True

@@ -1,13 +1,14 @@
 """The C callbacks, created once and never freed. Their context is the request's handle, looked up
-in _runtime._registry: a context it no longer knows, or whose request was collected, is ignored, so
-a stale callback is harmless."""
+in _runtime._registry (or, for a request added by URL in one call, an integer, looked up in
+_runtime._contexts): a context it no longer knows, or whose
+request was collected, is ignored, so a stale callback is harmless."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ._native import ffi, lib
-from ._runtime import _registry, _unexpected
+from ._native import ADDED_COMPLETION, ffi, lib
+from ._runtime import _contexts, _registry, _unexpected
 
 if TYPE_CHECKING:
     from ._request import Request
@@ -23,6 +24,16 @@ def _on_completion(context: Any, request: Any, response: Any) -> None:
     req = ref() if ref is not None else None
     if req is not None:
         req._complete(response)
+
+
+def _on_added_completion(context: int, request: int, response: Any) -> None:
+    """The completion of a request added with rq_add_url (see Queue.add and ADDED_COMPLETION):
+    its context is the integer the request is registered under in _contexts."""
+    ref = _contexts.pop(context, None)
+    if ref is not None:
+        req = ref()
+        if req is not None:
+            req._complete(response)
 
 
 def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
@@ -59,6 +70,7 @@ def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> i
 
 
 _completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
+_added_completion_cb: Any = ffi.callback(ADDED_COMPLETION, _on_added_completion, onerror=_unexpected)
 _body_cb: Any = ffi.callback("rq_data_fn", _on_body, error=0, onerror=_unexpected)
 _head_cb: Any = ffi.callback("rq_head_fn", _on_head, onerror=_unexpected)
 _upload_cb: Any = ffi.callback("rq_progress_fn", _on_upload, onerror=_unexpected)

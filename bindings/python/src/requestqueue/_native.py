@@ -132,18 +132,32 @@ class _Functions:
     the binding makes seven calls per request.)"""
 
 
-def _resolved(library: Any) -> Any:
+#: The completion callback of the requests the binding adds with ``rq_add_url`` (see
+#: _callbacks._on_added_completion): ``rq_completion_fn`` with its context, and the request, as
+#: pointer-sized integers.
+ADDED_COMPLETION = "void(*)(intptr_t, intptr_t, const rq_response *)"
+
+
+def _resolved(ffi_: FFI, library: Any) -> Any:
     functions = _Functions()
     for name in dir(library):
         try:
             setattr(functions, name, getattr(library, name))
         except AttributeError:  # declared by the header, absent from the library: fails when used
             pass
+    # rq_add_url called with its context as an integer (a counter's value, see Queue.add), and
+    # given a completion that receives it as one: a pointer-sized integer is passed as a pointer
+    # is (in the same register or stack slot, on every ABI the library builds for), and cffi
+    # converts an integer far more cheaply than it makes or reads a `void *` cdata.
+    if hasattr(functions, "rq_add_url"):
+        functions.rq_add_url = ffi_.cast(
+            f"rq_result(*)(rq_queue *, const char *, {ADDED_COMPLETION}, intptr_t, rq_context_free_fn, "
+            "rq_request **)", functions.rq_add_url)
     return functions
 
 
 ffi, _library, LIBRARY_PATH, HEADER_PATH, HEADER = load()
-lib = _resolved(_library)
+lib = _resolved(ffi, _library)
 
 # The results the binding tells apart before check() (from the header: its enums are in the cdef).
 RQ_ERR_INVALID_HANDLE: int = lib.RQ_ERR_INVALID_HANDLE

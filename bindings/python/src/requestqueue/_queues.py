@@ -8,7 +8,7 @@ import select
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -27,9 +27,22 @@ from ._convert import (
 )
 from ._errors import AlreadyAddedError, QueueClosedError, WaitTimeoutError, WouldDeadlockError
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM, RQ_ERR_WOULD_DEADLOCK, check, ffi, lib, raise_result
+from ._callbacks import _added_completion_cb
 from ._options import RequestOptions
-from ._request import Request
-from ._runtime import _creation_site, _drain, _open_queues, _registry, _releases, _start_reaper
+from ._request import _REQUEST_OUT, Request, _newp, _request_outs
+from ._runtime import (
+    _context_values,
+    _contexts,
+    _creation_site,
+    _drain,
+    _gcp,
+    _open_queues,
+    _registry,
+    _release_later,
+    _releases,
+    _response_releases,
+    _start_reaper,
+)
 from ._types import DUPLICATES_CODES, ORDER_CODES, Duplicates, Order, QueueStats, RateLimit, Response
 
 __all__ = ["Queue"]
@@ -37,6 +50,13 @@ __all__ = ["Queue"]
 _DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
 _new_ref = weakref.ref
 _PLAIN_OPTIONS = Request._PLAIN_OPTIONS
+# add(url) and add(url, on_complete=...): the request is made, given its completion and added in
+# one call of the library (rq_add_url) instead of three.
+_URL_ONLY_OPTIONS = frozenset(("on_complete",))
+_new_request = object.__new__
+_NULL = ffi.NULL
+# What rq_add_url returns for its URL, as rq_request_new does (see Request._begin).
+_URL_ERRORS = frozenset((lib.RQ_ERR_INVALID_URL, lib.RQ_ERR_UNSUPPORTED_SCHEME, lib.RQ_ERR_OUT_OF_MEMORY))
 
 
 def _check_fetchable(request: Union[Request, str], kwargs: RequestOptions) -> None:
@@ -74,7 +94,7 @@ class _QueueBase:
         self._abandoned = False
         if _runtime._reaper is None:
             _start_reaper()
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         filename, lineno, allocated = _creation_site()
         self._set_up()
@@ -89,7 +109,7 @@ class _QueueBase:
             check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
             self._fd = int(fd[0])
             self._lock = threading.RLock()
-            self._live: Dict[Any, Request] = {}  # handle -> request in flight
+            self._live: Set[Request] = set()  # the requests in flight
             # Callback exceptions not yet raised to anyone, with the request whose callback raised.
             self._errors: List[Tuple[Request, BaseException]] = []
             self._rate_limit: Optional[RateLimit] = None
@@ -126,7 +146,7 @@ class _QueueBase:
         check(code, what)
 
     def _q(self, what: str) -> Any:
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         if self._closed:
             raise QueueClosedError(f"{what}: the queue is closed")
@@ -279,7 +299,8 @@ class _QueueBase:
             handles = [array[0][i] for i in range(count[0])]
         finally:
             lib.rq_snapshot_free(array[0])
-        live = self._live  # (a completion on another thread may remove a request meanwhile)
+        # (A completion on another thread may remove a request meanwhile: list() copies at once.)
+        live = {r._handle: r for r in list(self._live)}
         requests = [live.get(h) for h in handles]
         return [r for r in requests if r is not None]
 
@@ -297,6 +318,9 @@ class _QueueBase:
     def add(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Request:
         """Adds a request: a :class:`Request`, or a URL and :class:`Request`'s keyword arguments.
         It starts at once if the queue is not suspended and has a free slot. Returns the request."""
+        if type(request) is str and kwargs.keys() <= _URL_ONLY_OPTIONS and not self._closed \
+                and "\0" not in request:
+            return self._add_url(request, kwargs.get("on_complete"))
         if isinstance(request, Request):
             if kwargs:
                 raise TypeError("keyword arguments are for a URL, not for a Request")
@@ -305,7 +329,7 @@ class _QueueBase:
             req = Request._plain(request, kwargs)
         else:
             req = Request(request, **kwargs)
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         asynchronous = self._asynchronous  # (the hooks below do nothing for a Queue: not called)
         if asynchronous:
@@ -318,15 +342,64 @@ class _QueueBase:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
             req._queue = self
             handle = req._handle
-            self._live[handle] = req
+            self._live.add(req)
             _registry[handle] = _new_ref(req)
             code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
-                del self._live[handle]
+                self._live.discard(req)
                 _registry.pop(handle, None)
                 self._check(code, f"add {req!r}")
             if asynchronous and len(self._live) == 1:
+                self._became_busy()
+        return req
+
+    def _add_url(self, url: str, on_complete: Optional[Callable[[Request], Any]]) -> Request:
+        """add(url) or add(url, on_complete=f): what Request(url, on_complete=f) and add() do (the
+        same errors, in the same order), in one call of the library."""
+        if _releases or _response_releases:
+            _drain()
+        encoded = url.encode("utf-8")
+        req: Request = _new_request(Request)
+        if on_complete is not None:
+            req._on_complete = on_complete
+        req.url = url
+        req.method = "GET"
+        asynchronous = self._asynchronous
+        if asynchronous:
+            try:
+                self._before_add(req)
+            except BaseException:
+                Request(url)  # (an invalid URL is reported first, as by add(Request(url)))
+                raise
+        try:
+            out = _request_outs.pop()
+        except IndexError:
+            out = _newp(_REQUEST_OUT)
+        context = next(_context_values)
+        with self._lock:
+            if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
+                _request_outs.append(out)
+                Request(url)
+                raise QueueClosedError("add: the queue is closed")
+            # Known before the call: its completion may run on another thread before it returns.
+            req._queue = self
+            live = self._live
+            live.add(req)
+            _contexts[context] = _new_ref(req)
+            code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
+            if code != 0:
+                req._queue = None
+                live.discard(req)
+                del _contexts[context]
+                _request_outs.append(out)
+                if code in _URL_ERRORS:
+                    raise_result(code, f"invalid URL {url!r}")
+                self._check(code, f"add {req!r}")
+            # Released after the request is collected (see Request._begin).
+            req._handle = _gcp(out[0], _release_later)
+            _request_outs.append(out)
+            if asynchronous and len(live) == 1:
                 self._became_busy()
         return req
 
@@ -378,7 +451,7 @@ class _QueueBase:
         # (No lock: the pop is atomic, and an add() racing with it calls _became_busy afterwards
         # either way.)
         live = self._live
-        live.pop(request._handle, None)
+        live.discard(request)
         if not live and self._asynchronous:
             self._became_idle()
 
@@ -421,7 +494,7 @@ class _QueueBase:
             if self._closed or self._closing:
                 return  # (closed, or being closed by another thread)
             self._closing = True
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         code = lib.rq_queue_free(self._ptr)
         if code == RQ_ERR_WOULD_DEADLOCK:

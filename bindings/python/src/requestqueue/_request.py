@@ -57,7 +57,7 @@ from ._errors import (
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
 from ._response import _completed_response, _copy_response
-from ._runtime import _drain, _gcp, _release_later, _releases
+from ._runtime import _drain, _gcp, _release_later, _releases, _response_releases
 from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
 
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ class Request:
     """
 
     # Instance attributes whose initial value is shared: each request sets its own when it changes.
+    _handle: Any = None  # (set by _begin; by Queue.add for a request it makes by URL, once added)
     _queue: Optional["_QueueBase"] = None
     _response: Optional[Response] = None
     _error: Optional[BaseException] = None
@@ -458,7 +459,7 @@ class Request:
         """The start of every request: its handle, URL, method and completion callback."""
         if not isinstance(url, str):
             raise TypeError(f"url must be str, not {type(url).__name__}")
-        if _releases:
+        if _releases or _response_releases:
             _drain()
         if params is not None:
             url = _encoding.with_params(url, params)

@@ -17,6 +17,7 @@ from ._types import Headers, Metrics, Outcome, Response, _built
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
 _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
 _NULL = ffi.NULL
+_buffer: Callable[[Any, int], Any] = ffi.buffer
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
 _SUMMARY_SIZE = ffi.sizeof("rq_response_summary")
@@ -67,24 +68,29 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-def _summary(ptr: Any, fields: Dict[str, Any]) -> Tuple[int, int]:
-    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call;
-    returns the outcome's code and the body's length."""
+def _summary(ptr: Any, fields: Dict[str, Any], retain: bool = False) -> Tuple[int, int]:
+    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call
+    (with `retain`, rq_response_retain_summary, which also retains the response: the caller
+    releases it); returns the outcome's code and the body's length."""
     try:
         pair = _summaries.pop()
     except IndexError:
         pair = _new_summary()
-    code = lib.rq_response_get_summary(ptr, pair[0])
+    code = (lib.rq_response_retain_summary if retain else lib.rq_response_get_summary)(ptr, pair[0])
     if code:
         _summaries.append(pair)
         raise_result(code, "reading a response")
-    _, outcome_code, status, http_version, _, address, length = _unpack_summary(pair[1])
-    _summaries.append(pair)
+    _, outcome_code, status, http_version, _, _, length = _unpack_summary(pair[1])
+    try:
+        # (The body's pointer read as the struct's field: cheaper than a cast of its address.)
+        fields["body"] = _buffer(pair[0].body, length)[:] if length else b""
+    except BaseException:  # (no memory for the copy: the retained response is not kept either)
+        if retain:
+            lib.rq_response_release(ptr)
+        raise
+    finally:
+        _summaries.append(pair)
     fields["status"] = status
-    if length:
-        fields["body"] = ffi.buffer(ffi.cast("char *", address), length)[:]
-    else:
-        fields["body"] = b""
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
     fields["http_version"] = http_version
@@ -165,14 +171,17 @@ def _completed_response(ptr: Any) -> Response:
     from the retained rq_response on first use (see _load_field)."""
     response = _new(Response)
     fields = response.__dict__
-    outcome_code, length = _summary(ptr, fields)
+    outcome_code, length = _summary(ptr, fields, True)  # (retained)
     if length > _EAGER_BODY:
-        _copy_lazy_parts(ptr, fields)
+        try:
+            _copy_lazy_parts(ptr, fields)
+        finally:
+            lib.rq_response_release(ptr)
         return response
     if not outcome_code:
         fields["message"] = ""
     # Released after the Response is collected (see _owned), or once every field has been read.
-    fields["_retained"] = _owned(lib.rq_response_retain(ptr))
+    fields["_retained"] = _owned(ptr)
     return response
 
 

@@ -18,25 +18,30 @@ Lifetimes
   Python object (handle values are never reused within a process): the callbacks look it up in
   ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
   callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
-  whose request was collected, is ignored, so no callback can reach a freed Python object.
+  whose request was collected, is ignored, so no callback can reach a freed Python object. A
+  request added by URL in one call (``rq_add_url``: ``add(url)``, ``add(url, on_complete=f)``) has
+  no handle before that call, and its completion may run on another thread before the call
+  returns: its context is an integer of ``_context_values`` (never reused), registered in
+  ``_contexts`` before the call, the same way.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
   at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
-  library's. What it lets go of is only appended to ``_releases`` (``deque.append``, a C function
-  that takes no lock, is the destructor of the ``ffi.gc`` pointers below: no Python code runs) and
-  released at the next safe point, ``_drain``: every entry into the binding that calls the library
+  library's. What it lets go of is only appended to ``_releases`` or ``_response_releases``
+  (``deque.append``, a C function that takes no lock, is the destructor of the ``ffi.gc`` pointers
+  below: no Python code runs) and released at the next safe point, ``_drain``, all of a kind in one
+  call (``rq_request_free_many``, ``rq_response_release_many``): every entry into the binding that calls the library
   (creating a request or a queue, ``add``, every queue method, dispatching, closing), the reaper
   thread, and exit.
 * A response is borrowed from the library only during its callback. A completion copies its status,
-  outcome and body, and retains it (``rq_response_retain``): the other fields of the
+  outcome and body, and retains it, in one call (``rq_response_retain_summary``): the other fields of the
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
   garbage collected (the retained pointer, in the Response's ``__dict__``, is an ``ffi.gc`` pointer
-  whose destructor queues it in ``_releases``), never once the interpreter is exiting. A forked
+  whose destructor queues it in ``_response_releases``), never once the interpreter is exiting. A forked
   child reads and releases the parent's responses through the library, which allows it (see "Fork"
   in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
-  copies everything at once instead (the retained response would hold a second copy of the body),
-  as does an authentication challenge.
+  copies everything at once instead and lets it go (the retained response would hold a second copy
+  of the body), as does an authentication challenge.
 * A :class:`Request` releases its handle after it is garbage collected (its handle is an ``ffi.gc``
   pointer queued in ``_releases``; the library keeps a request in flight for itself), never once
   the interpreter is exiting. (In a forked child, the parent's requests are released too: the
@@ -63,6 +68,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import itertools
 import os
 import sys
 import threading
@@ -82,24 +88,33 @@ if TYPE_CHECKING:
 # rq_request * cdata, which hash and compare by address, so the void * context of a callback finds
 # its request. Weak: the request's queue holds it (see the Lifetimes above).
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
+# The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
+# not known before the call, so their context is an integer of _context_values (never reused),
+# registered before it.
+_contexts: Dict[int, "weakref.ReferenceType[Request]"] = {}
+_context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
 _exiting = False
-# What the garbage collector let go of, released by _drain: the rq_request * handles of collected
-# Requests and the retained rq_response * of collected Responses. Only appended to, by the
-# destructors of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C
-# code and takes no lock.
+# What the garbage collector let go of, released by _drain: `_releases` holds the rq_request *
+# handles of collected Requests, `_response_releases` the retained rq_response * of collected
+# Responses (one deque per kind, each released in one call). Only appended to, by the destructors
+# of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C code and takes
+# no lock.
 _releases: Deque[Any] = collections.deque()
+_response_releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
+_release_response_later = _response_releases.append
+# Held by the thread that empties the two deques (never inside the collector: see _drain).
+_drain_lock = threading.Lock()
 # ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
 # `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
 _gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
-_typeof: Callable[[Any], Any] = getattr(getattr(ffi, "_backend", None), "typeof", ffi.typeof)
-_RESPONSE_TYPE = ffi.typeof("rq_response *")
 
 
 def _owned(pointer: Any) -> Any:
-    return _gcp(pointer, _release_later)
+    """A retained rq_response *, released (by _drain) after it is collected."""
+    return _gcp(pointer, _release_response_later)
 
 
 # Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
@@ -118,9 +133,11 @@ _lazy_lock = threading.Lock()
 # may hold (they are forgotten without them).
 def _before_fork() -> None:
     _lazy_lock.acquire()
+    _drain_lock.acquire()
 
 
 def _after_fork_in_parent() -> None:
+    _drain_lock.release()
     _lazy_lock.release()
 
 
@@ -128,10 +145,12 @@ def _after_fork_in_child() -> None:
     global _pid, _dropped, _reaper, _reaper_lock
     _pid = os.getpid()
     _dropped, _reaper, _reaper_lock = SimpleQueue(), None, threading.Lock()  # the reaper stayed there
+    _drain_lock.release()
     _lazy_lock.release()
     for queue in list(_open_queues):
         queue._abandon()
     _registry.clear()
+    _contexts.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -169,19 +188,21 @@ def _close_all_at_exit() -> None:
 
 
 def _drain() -> None:
-    """Does the releases the garbage collector queued in _releases. At safe points only: never
-    inside the collector."""
+    """Does the releases the garbage collector queued in _releases and _response_releases, each
+    kind in one call. At safe points only: never inside the collector."""
     if _exiting:
         return
-    while _releases:
-        try:
-            item = _releases.popleft()
-        except IndexError:  # another thread took the last one
-            break
-        if _typeof(item) is _RESPONSE_TYPE:  # of a collected Response
-            lib.rq_response_release(item)
-        else:
-            lib.rq_request_free(item)
+    while _releases or _response_releases:
+        # (The lock only makes each length below true until the pops: other threads only append.)
+        with _drain_lock:
+            take = _response_releases.popleft
+            responses = [take() for _ in range(len(_response_releases))]
+            take = _releases.popleft
+            requests = [take() for _ in range(len(_releases))]
+        if responses:
+            lib.rq_response_release_many(responses, len(responses))
+        if requests:
+            lib.rq_request_free_many(requests, len(requests))
 
 
 def _start_reaper() -> None:
