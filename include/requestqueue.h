@@ -417,7 +417,11 @@ typedef enum rq_delivery {
     /** Callbacks on the queue's delivery thread, one at a time, in order. */
     RQ_DELIVERY_THREADED = 0,
     /** Callbacks on the host's thread inside `rq_queue_dispatch` / `rq_queue_wait_idle`. */
-    RQ_DELIVERY_DISPATCH = 1
+    RQ_DELIVERY_DISPATCH = 1,
+    /** Callbacks on the queue's engine thread, inside its loop, one at a time, in order (as
+     *  libcurl's multi interface runs its own): no hand-over between threads. A callback that
+     *  blocks stalls every transfer of its queue; see "Threading and callbacks". */
+    RQ_DELIVERY_INLINE = 2
 } rq_delivery;
 
 typedef enum rq_order {

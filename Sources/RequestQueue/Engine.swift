@@ -21,6 +21,8 @@ final class Engine: @unchecked Sendable {
         case shutdown
         /// Un-pause the transfer of a streamed body: the delivery caught up (Streaming.swift).
         case resume(Request)
+        /// Inline delivery: another thread posted events; run them before blocking.
+        case deliver
     }
 
     private unowned let queue: Queue
@@ -222,6 +224,8 @@ final class Engine: @unchecked Sendable {
                     return
                 case let .resume(request):
                     request.transfer?.unpause()
+                case .deliver:
+                    queue.foreignEventsPosted()
                 }
             }
             let startedBeforePerform = startedThisTurn
@@ -271,6 +275,8 @@ final class Engine: @unchecked Sendable {
                     curl_multi_poll(multi, nil, 0, 0, &ready)
                 }
                 if ready > 0 { continue }
+                // (Inline delivery: the callbacks run here. What they send this engine waits in
+                // its inbox without a wake-up, and `waitForWork` then returns at once.)
                 queue.signalOwedEvents()
             }
             waitForWork(timeoutMs: Int32(waitMs))

@@ -4,8 +4,9 @@ import Glibc
 import RequestQueueCore
 
 // Delivery: the events a queue posts (progress, heads, body chunks, challenges, completions), run in
-// order by the delivery thread (threaded mode) or by `rq_queue_dispatch` (dispatch mode), never on
-// the engine thread; the engine's batching of its posts; waiting until the queue is idle.
+// order by the delivery thread (threaded mode), by `rq_queue_dispatch` (dispatch mode), or by the
+// engine thread itself in its loop (inline mode); the engine's batching of its posts; waiting until
+// the queue is idle.
 
 extension Queue {
     enum Event {
@@ -19,26 +20,41 @@ extension Queue {
     }
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
-    /// batch (`signalOwedEvents`); any other thread wakes it now.
+    /// batch (`signalOwedEvents`); any other thread wakes it now. In inline mode the engine thread
+    /// runs its batch itself when it reaches the point of handing it over (the 64-event limit
+    /// included: `eventsOwedAreDue`), never from here (it may be inside libcurl).
     func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
             if eventsOwed == 0 { eventsOwedSince = Clock.now() }
             eventsOwed += 1
-            if eventsOwed < 64 { return }
+            if eventsOwed < 64 || delivery == .inline { return }
             eventsOwed = 0
         }
         signalLocked()
     }
 
-    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
-    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 }
+    /// Inline mode, engine thread: another thread posted events and sent `.deliver`: they are
+    /// owed like the engine's own.
+    func foreignEventsPosted() {
+        if eventsOwed == 0 { eventsOwedSince = Clock.now() }
+        eventsOwed += 1
+    }
 
-    /// Engine thread: tells the delivery about the events it posted. The delivering thread is
-    /// woken once the monitor is released: woken under it, it would often find the monitor still
-    /// taken and block on it at once (two more futex calls per hand-over).
+    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
+    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 || eventsOwed >= 64 }
+
+    /// Engine thread: tells the delivery about the events it posted (inline mode: runs every
+    /// pending event, at shutdown too). The delivering thread is woken once the monitor is
+    /// released: woken under it, it would often find the monitor still taken and block on it at
+    /// once (two more futex calls per hand-over).
     func signalOwedEvents() {
+        if delivery == .inline {
+            eventsOwed = 0
+            runInline()
+            return
+        }
         guard eventsOwed > 0 else { return }
         eventsOwed = 0
         let wakeDelivery: Bool = monitor.withLock {
@@ -63,13 +79,19 @@ extension Queue {
         }
     }
 
-    /// Wakes whoever runs the pending events: the delivery thread, or the host through the fd.
+    /// Wakes whoever runs the pending events: the delivery thread, the host through the fd, or
+    /// (inline mode, for a post from another thread) the engine through its inbox.
     func signalLocked() {
         if threaded {
             if deliveryWaiting {
                 deliveryWaiting = false
                 deliveryWake.post()
             }
+        } else if delivery == .inline {
+            // The engine thread's own posts wait for its hand-over point (`postLocked`).
+            guard !inlineDeliverySent, !engine.isCurrentThread else { return }
+            inlineDeliverySent = true
+            engine.send(.deliver)
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
             eventFDWrites.wrappingAdd(1, ordering: .relaxed)
@@ -107,6 +129,32 @@ extension Queue {
             delivered(count)
         }
         monitor.unlock()
+    }
+
+    /// Inline mode, engine thread: runs the pending events in order, in batches, until none is
+    /// left (the callbacks' own posts, a cancel's completion say, run in the next batch). Their
+    /// sends to this engine wait in its inbox without waking it: it takes them when it goes on.
+    /// Called only where the engine holds no lock and is not inside libcurl, or inside libcurl's
+    /// write callback before a streamed piece (Streaming+Inline.swift), where libcurl allows no call
+    /// on its handles: a callback reaches the multi handle only through the inbox.
+    func runInline() {
+        var batch = RingDeque<Event>()
+        swap(&batch, &inlineBatch)
+        defer { swap(&batch, &inlineBatch) }
+        let previous = CallbackContext.currentQueue
+        CallbackContext.currentQueue = handle
+        monitor.lock()
+        while !pending.isEmpty {
+            swap(&batch, &pending)
+            inlineDeliverySent = false
+            monitor.unlock()
+            let count = batch.count
+            while let event = batch.popFront() { run(event) }
+            monitor.lock()
+            delivered(count)
+        }
+        monitor.unlock()
+        CallbackContext.currentQueue = previous
     }
 
     /// `count` events finished running (monitor held). Wakes the waiters of the monitor (`waitIdle`,
@@ -228,7 +276,7 @@ extension Queue {
 
     /// Waits until nothing runs, waits or remains to be delivered; `deadline` is monotonic.
     func waitIdle(deadline: Double?) -> rq_result {
-        if threaded {
+        if delivery != .dispatch {
             return monitor.withLock {
                 while !isIdleLocked {
                     if !monitor.wait(until: deadline), !isIdleLocked { return RQ_ERR_TIMED_OUT }
