@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <semaphore.h>
 #include <time.h>
+#include <sys/prctl.h>
 
 extern char **environ;
 
@@ -33,6 +34,9 @@ static inline int ccurl_environment_names_proxy(void) {
     }
     return 0;
 }
+
+/* Names the calling thread (at most 15 bytes show), as `top -H` and gdb see it; prctl is variadic. */
+static inline void ccurl_name_thread(const char *name) { (void)prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 /* A non-blocking, close-on-exec eventfd, or -1. */
 static inline int ccurl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

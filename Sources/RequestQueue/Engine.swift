@@ -194,6 +194,8 @@ final class Engine: @unchecked Sendable {
 
     private func run() {
         pthread_setspecific(Engine.threadKey, Unmanaged.passUnretained(self).toOpaque())
+        // The name `top -H`, gdb and a callback (inline delivery) see: "rq-engine".
+        ccurl_name_thread("rq-engine")
         var stillRunning: Int32 = 0
         // The inbox and this array trade places each turn: no allocation per turn.
         var commands: [Command] = []

@@ -103,6 +103,7 @@ extension Queue {
     /// Threaded mode: the delivery thread runs the pending events in order, in batches, until the
     /// queue is freed.
     func deliveryLoop() {
+        ccurl_name_thread("rq-delivery")
         var batch = RingDeque<Event>()
         monitor.lock()
         while true {
