@@ -25,7 +25,10 @@ final class Engine: @unchecked Sendable {
         case deliver
     }
 
-    private unowned let queue: Queue
+    unowned let queue: Queue
+    /// The queue delivers on this thread (RQ_DELIVERY_INLINE): a streamed body's pieces go to
+    /// the callback from libcurl's buffer (Streaming+Inline.swift).
+    let deliversInline: Bool
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
@@ -91,6 +94,7 @@ final class Engine: @unchecked Sendable {
         }
         self.queue = queue
         self.multi = multi
+        deliversInline = queue.delivery == .inline
         guard let thread = startThread({ [self] in run() }) else {
             curl_multi_cleanup(multi)
             return nil

@@ -181,4 +181,121 @@ import Testing
         #expect(q == nil)
         #expect(String(cString: rq_last_error_message()).hasPrefix("rq_queue_new"))
     }
+
+    // MARK: Streamed bodies
+
+    func streamInline(_ path: String, head: Bool = false, progress: Bool = false,
+                      configure: (OpaquePointer?) -> Void = { _ in }) throws -> (Completion, StreamLog.Stream) {
+        let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let r = try rec.streamingRequest(fixture.url(path), tag: "r", progress: progress, head: head, configure: configure)
+        #expect(addAndRelease(q, r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        return (try #require(rec.completion("r")), rec.streams.stream("r"))
+    }
+
+    /// The pieces are the exact body, on the engine thread, the head first, all before the
+    /// completion; an output file of the same URL on an inline queue holds the same bytes.
+    @Test func aStreamedBodyIsTheExactBodyHeadFirst() throws {
+        let n = 3_000_017
+        let (c, s) = try streamInline("/bytes?n=\(n)", head: true, progress: true)
+        #expect(c.outcome == RQ_OUTCOME_OK && c.status == 200 && c.body.isEmpty)
+        #expect(s.bytes == FixturePattern.bytes(0, n))
+        #expect(s.starts == 1 && s.contiguous && s.matchesPattern)
+        #expect(s.sequence == ["head 200", "chunk", "done"])
+        #expect(s.metrics?.bytes_down == UInt64(n))
+        #expect(s.threads.count == 1 && !s.threads.contains(Self.me))
+
+        let (chunked, cs) = try streamInline("/bytes?n=\(n)&chunked=1&chunk=10000", head: true)
+        #expect(chunked.outcome == RQ_OUTCOME_OK && cs.bytes == FixturePattern.bytes(0, n))
+        #expect(cs.sequence == ["head 200", "chunk", "done"])
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rq-inline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("out.bin")
+        let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let r = try rec.request(fixture.url("/bytes?n=\(n)"), tag: "file") { r in
+            #expect(rq_request_set_output_file(r, file.path, 0) == RQ_OK)
+        }
+        #expect(addAndRelease(q, r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        #expect(rec.completion("file")?.outcome == RQ_OUTCOME_OK)
+        #expect((try? Data(contentsOf: file)).map { Array($0) } == s.bytes)
+    }
+
+    /// The callback gets libcurl's own receive buffer: every piece of a 4 MiB body lies in one
+    /// region of at most 256 KiB (libcurl's buffer for a streamed body, CURLOPT_BUFFERSIZE, which
+    /// each read fills from its start), where copies into the library's chunks (threaded and
+    /// dispatch modes: 256 KiB each, at least two in use at once) are spread over several.
+    @Test func piecesAreLibcurlsBufferNotACopy() throws {
+        let n = 4 << 20
+        let (c, s) = try streamInline("/bytes?n=\(n)&id=span") { r in
+            #expect(rq_request_set_body_callback(r, recordSpan) == RQ_OK)
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK)
+        _ = s
+        let span = spans.value
+        #expect(span.bytes == n)
+        #expect(span.calls > 1)
+        #expect(span.high - span.low <= 256 << 10)
+    }
+
+    /// A non-zero return cancels: no piece after it, the completion says cancelled.
+    @Test func aNonZeroReturnCancelsTheRequest() throws {
+        let n = 8 << 20
+        let rec = Recorder()
+        rec.streams.onChunk = { _, stream in stream.calls == 2 ? 1 : 0 }
+        rec.streams.keepBytes = false
+        let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
+        defer { _ = rq_queue_free(q) }
+        let r = try rec.streamingRequest(fixture.url("/bytes?n=\(n)"), tag: "r")
+        #expect(addAndRelease(q, r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        let c = try #require(rec.completion("r"))
+        let s = rec.streams.stream("r")
+        #expect(c.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(s.calls == 2 && s.callsAtCompletion == 2)
+        #expect(s.count < UInt64(n))
+        #expect(rec.completions.count == 1)
+    }
+
+    /// A head callback that cancels: no piece is delivered.
+    @Test func aCancelFromTheHeadCallbackStopsThePieces() throws {
+        let rec = Recorder()
+        rec.streams.onHead = { _, _, _ in }
+        let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
+        defer { _ = rq_queue_free(q) }
+        let r = try rec.streamingRequest(fixture.url("/bytes?n=1000000"), tag: "r", head: true)
+        let request = Handle(r)
+        rec.streams.onHead = { _, _, _ in _ = rq_cancel(request.pointer) }
+        #expect(rq_add(q, r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 30) == RQ_OK)
+        let s = rec.streams.stream("r")
+        #expect(rec.completion("r")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(s.sequence == ["head 200", "done"])
+        #expect(s.calls == 0)
+        rq_request_free(r)
+    }
+}
+
+private struct Span: Sendable {
+    var low = UInt.max, high: UInt = 0, bytes = 0, calls = 0
+}
+
+private let spans = Locked(Span())
+
+private let recordSpan: rq_data_fn = { _, _, data, size, offset in
+    guard let data, FixturePattern.matches(UnsafeBufferPointer(start: data, count: size), at: offset) else { return 1 }
+    let start = UInt(bitPattern: data)
+    spans.mutate {
+        $0.low = min($0.low, start)
+        $0.high = max($0.high, start + UInt(size))
+        $0.bytes += size
+        $0.calls += 1
+    }
+    return 0
 }
