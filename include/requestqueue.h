@@ -524,7 +524,8 @@ RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
  *  does. In a child process, a queue inherited across fork() (the default queue included) is
  *  released at once instead (see "Fork"). Errors: RQ_ERR_INVALID_HANDLE, RQ_ERR_INVALID_STATE (the
  *  default queue cannot be freed), RQ_ERR_WOULD_DEADLOCK (called from a callback of this same
- *  queue). */
+ *  queue, or on the thread that runs them, its delivery thread or an inline queue's engine
+ *  thread, from inside another queue's callback). */
 RQ_API rq_result rq_queue_free(rq_queue *queue);
 
 /** The process-wide default queue (threaded delivery, same defaults as `rq_queue_new`), created
@@ -638,7 +639,8 @@ RQ_API rq_result rq_queue_dispatch(rq_queue *queue, size_t max_callbacks, size_t
  *  In dispatch mode the callbacks run on the calling thread while it waits; in threaded and
  *  inline modes the call only waits. `timeout_seconds` < 0
  *  waits without limit. A suspended queue with waiting requests is not idle. Returns RQ_OK once
- *  idle, RQ_ERR_TIMED_OUT at the limit, RQ_ERR_WOULD_DEADLOCK from this queue's own callbacks. */
+ *  idle, RQ_ERR_TIMED_OUT at the limit, RQ_ERR_WOULD_DEADLOCK from this queue's own callbacks
+ *  (or on the thread that runs them, as for `rq_queue_free`). */
 RQ_API rq_result rq_queue_wait_idle(rq_queue *queue, double timeout_seconds);
 
 /** Adds a request to a queue. The queue takes its own reference: the caller may free its handle

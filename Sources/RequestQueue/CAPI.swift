@@ -114,7 +114,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
             return fail(RQ_ERR_INVALID_STATE, q.kind == .shared ? "the default queue (rq_queue_default) cannot be freed"
                                                                 : "this internal queue cannot be freed")
         }
-        guard CallbackContext.currentQueue != q.handle else {
+        guard !q.isCallingBack else {
             return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
         }
         return reported(q.close()) { _ in "the queue was freed by another thread during the call" }
@@ -352,7 +352,7 @@ private func wrongDelivery(_ q: Queue, _ consequence: String, function: StaticSt
 @c @implementation public func rq_queue_wait_idle(_ pointer: OpaquePointer?, _ timeout: Double) -> rq_result {
     withQueue(pointer) { q in
         guard !timeout.isNaN else { return outOfRange("timeout_seconds", timeout, "a number (< 0 waits without limit)") }
-        guard CallbackContext.currentQueue != q.handle else {
+        guard !q.isCallingBack else {
             return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
         }
         let deadline: Double? = timeout < 0 || timeout.isInfinite ? nil : Clock.now() + timeout

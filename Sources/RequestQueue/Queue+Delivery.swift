@@ -273,6 +273,19 @@ extension Queue {
         return ran
     }
 
+    /// Whether the calling thread runs this queue's callbacks, and so must not wait for the queue:
+    /// inside one of them (`CallbackContext`), or on the thread that runs them (the engine thread
+    /// of an inline queue, the delivery thread of a threaded one) even while it runs another
+    /// queue's callbacks (a callback that dispatches a dispatch-mode queue, say).
+    var isCallingBack: Bool {
+        if CallbackContext.currentQueue == handle { return true }
+        switch delivery {
+        case .inline: return engine.isCurrentThread
+        case .threaded: return deliveryThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+        case .dispatch: return false
+        }
+    }
+
     private var isIdleLocked: Bool { state.scheduledCount == 0 && undelivered == 0 }
 
     /// Waits until nothing runs, waits or remains to be delivered; `deadline` is monotonic.

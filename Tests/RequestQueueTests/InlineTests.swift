@@ -107,6 +107,33 @@ import Testing
         #expect(rq_queue_get_max_concurrent(q, &max) == RQ_OK && max == 3)
     }
 
+    /// A callback of a dispatch-mode queue, dispatched from an inline queue's callback, runs on
+    /// that queue's engine thread: freeing or waiting for the inline queue from there is refused.
+    @Test func theEngineThreadCannotWaitForItselfThroughAnotherQueue() throws {
+        let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
+        defer { _ = rq_queue_free(q) }
+        let dq = try makeQueue(RQ_DELIVERY_DISPATCH, max: 2)
+        defer { _ = rq_queue_free(dq) }
+        let inner = Recorder()
+        let queue = Handle(q), dispatchQueue = Handle(dq)
+        let results = Locked<[rq_result]>([])
+        inner.onCompletion = { _, _ in
+            let found = [rq_queue_free(queue.pointer), rq_queue_wait_idle(queue.pointer, 0)]
+            results.mutate { $0 = found }
+        }
+        _ = addAndRelease(dq, try inner.request(fixture.url("/bytes?n=3&id=inner"), tag: "inner"))
+        let outer = Recorder()
+        outer.onCompletion = { _, _ in
+            // Runs the dispatch queue's callbacks here, on the inline queue's engine thread.
+            _ = rq_queue_wait_idle(dispatchQueue.pointer, 20)
+        }
+        _ = addAndRelease(q, try outer.request(fixture.url("/bytes?n=3&id=outer"), tag: "outer"))
+        #expect(outer.waitForCompletions(1, timeout: 30))
+        #expect(inner.completions.count == 1)
+        #expect(results.value == [RQ_ERR_WOULD_DEADLOCK, RQ_ERR_WOULD_DEADLOCK])
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+    }
+
     /// A completion produced by another thread (a cancel of a waiting request) reaches the engine,
     /// which otherwise waits on its running transfer (or, with nothing running, for an hour).
     @Test func aCancelFromAnotherThreadIsDelivered() throws {
