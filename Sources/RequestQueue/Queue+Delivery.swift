@@ -89,8 +89,8 @@ extension Queue {
             }
         } else if delivery == .inline {
             // The engine thread's own posts wait for its hand-over point (`postLocked`).
-            guard !inlineDeliverySent, !engine.isCurrentThread else { return }
-            inlineDeliverySent = true
+            guard !inlineDeliverySent.load(ordering: .relaxed), !engine.isCurrentThread else { return }
+            inlineDeliverySent.store(true, ordering: .relaxed)
             engine.send(.deliver)
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
@@ -137,17 +137,19 @@ extension Queue {
     /// sends to this engine wait in its inbox without waking it: it takes them when it goes on.
     /// Called only where the engine holds no lock and is not inside libcurl, or inside libcurl's
     /// write callback before a streamed piece (Streaming+Inline.swift), where libcurl allows no call
-    /// on its handles: a callback reaches the multi handle only through the inbox.
+    /// on its handles: a callback reaches the multi handle only through the inbox. (The thread
+    /// needs no `CallbackContext` mark: `isCallingBack` knows this queue's engine thread.)
     func runInline() {
+        monitor.lock()
+        guard !pending.isEmpty else {
+            monitor.unlock()
+            return
+        }
         var batch = RingDeque<Event>()
         swap(&batch, &inlineBatch)
-        defer { swap(&batch, &inlineBatch) }
-        let previous = CallbackContext.currentQueue
-        CallbackContext.currentQueue = handle
-        monitor.lock()
         while !pending.isEmpty {
             swap(&batch, &pending)
-            inlineDeliverySent = false
+            inlineDeliverySent.store(false, ordering: .relaxed)
             monitor.unlock()
             let count = batch.count
             while let event = batch.popFront() { run(event) }
@@ -155,8 +157,13 @@ extension Queue {
             delivered(count)
         }
         monitor.unlock()
-        CallbackContext.currentQueue = previous
+        swap(&batch, &inlineBatch)
     }
+
+    /// Inline mode, engine thread: whether events may be pending (its own posts, or another
+    /// thread's since the engine last took them): a look without the monitor, for the streamed
+    /// pieces (a post racing with it is a post made at the same time, delivered after the piece).
+    var inlineEventsMayBePending: Bool { eventsOwed > 0 || inlineDeliverySent.load(ordering: .relaxed) }
 
     /// `count` events finished running (monitor held). Wakes the waiters of the monitor (`waitIdle`,
     /// `close`) only when what they wait for may have come: the queue idle, or everything of a closing

@@ -87,7 +87,9 @@ final class Queue: @unchecked Sendable {
     var deliveryStopping = false
     /// Inline mode: whether a thread other than the engine posted events and sent the engine its
     /// `.deliver` since the engine last took the pending events (one command serves them all).
-    var inlineDeliverySent = false
+    /// Written under the monitor; atomic for the engine's look without it
+    /// (`inlineEventsMayBePending`).
+    let inlineDeliverySent = Atomic<Bool>(false)
     /// Inline mode, engine thread only: the batch being run, kept with its storage between batches
     /// (it trades places with `pending`: no allocation per batch).
     var inlineBatch = RingDeque<Event>()

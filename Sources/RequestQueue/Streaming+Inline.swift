@@ -11,13 +11,9 @@ extension Queue {
     /// completed meanwhile (a callback cancelled it, or another thread did and its completion
     /// just ran), or the callback returned non-zero, which cancels it as documented.
     func streamInline(_ request: Request, _ data: UnsafeMutablePointer<CChar>, _ size: Int, offset: UInt64) -> Bool {
-        // One look at the monitor per piece (a piece is what one read of libcurl brought: up to
-        // 256 KiB): events posted by other threads (a cancel's completion) run first too.
-        signalOwedEvents()
+        // Events posted by other threads (a cancel's completion) run first too.
+        if inlineEventsMayBePending { signalOwedEvents() }
         guard !request.completionDelivered, !request.streamStopped, let fn = request.bodyCallback else { return false }
-        let previous = CallbackContext.currentQueue
-        CallbackContext.currentQueue = handle
-        defer { CallbackContext.currentQueue = previous }
         let bytes = UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self)
         guard fn(request.context, request.pointer, bytes, size, offset) == 0 else {
             request.streamStopped = true
