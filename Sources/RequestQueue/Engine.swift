@@ -25,10 +25,12 @@ final class Engine: @unchecked Sendable {
         case deliver
     }
 
-    unowned let queue: Queue
-    /// The queue delivers on this thread (RQ_DELIVERY_INLINE): a streamed body's pieces go to
-    /// the callback from libcurl's buffer (Streaming+Inline.swift).
-    let deliversInline: Bool
+    private unowned let queue: Queue
+    /// The queue, when it delivers on this thread (RQ_DELIVERY_INLINE): a streamed body's pieces
+    /// go to the callback from libcurl's buffer (Streaming+Inline.swift). unowned(unsafe), read
+    /// for every piece without reference counting: the queue owns this engine and outlives its
+    /// thread (`rq_queue_free` joins it), the only thread that reads it.
+    unowned(unsafe) let inlineQueue: Queue?
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
@@ -94,7 +96,7 @@ final class Engine: @unchecked Sendable {
         }
         self.queue = queue
         self.multi = multi
-        deliversInline = queue.delivery == .inline
+        inlineQueue = queue.delivery == .inline ? queue : nil
         guard let thread = startThread({ [self] in run() }) else {
             curl_multi_cleanup(multi)
             return nil

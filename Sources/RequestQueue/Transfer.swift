@@ -592,8 +592,8 @@ final class Transfer {
         switch sink {
         case .callback:
             // Inline delivery: libcurl's own buffer goes to the callback, now (Streaming+Inline.swift).
-            if engine.deliversInline {
-                guard engine.queue.streamInline(request, data, size, offset: streamed) else { return 0 }
+            if let queue = engine.inlineQueue {
+                guard queue.streamInline(request, data, size, offset: streamed) else { return 0 }
                 streamed += UInt64(size)
                 break
             }
