@@ -1034,12 +1034,12 @@ typedef void (*rq_head_fn)(void *context, rq_request *request, const rq_response
  *    attempt that ends before the headers of such a response were complete (connection refused, a
  *    timeout, a reply that is not HTTP) gives no head.
  *  - Order: on the same thread as the other callbacks (the queue's delivery thread, inside
- *    `rq_queue_dispatch`, or the engine thread), each attempt's head before that attempt's body pieces
- *    (`rq_request_set_body_callback`), and everything before the completion. Body pieces follow
- *    only for a 2xx: the body of any other status is collected into the completion's response as
- *    usual (kept to 1 MiB for a streaming request: see "What a server sends"), so after a
- *    non-2xx head the next call is the completion (or, when that attempt is retried, the next
- *    attempt's head).
+ *    `rq_queue_dispatch`, or the engine thread), each attempt's head before that attempt's body
+ *    pieces (`rq_request_set_body_callback`), and everything before the completion. Body pieces
+ *    follow only for a 2xx: the body of any other status is collected into the completion's
+ *    response as usual (kept to 1 MiB for a streaming request: see "What a server sends"), so
+ *    after a non-2xx head the next call is the completion (or, when that attempt is retried, the
+ *    next attempt's head).
  *  - Retries: each attempt that received a final response gives its own head, then its pieces from
  *    offset 0. A request thus sees head, pieces, head, pieces, ..., completion.
  *  - Cancellation: after `rq_cancel` (or a body callback that returns non-zero), a head received
