@@ -260,11 +260,10 @@ import Testing
     /// dispatch modes: 256 KiB each, at least two in use at once) are spread over several.
     @Test func piecesAreLibcurlsBufferNotACopy() throws {
         let n = 4 << 20
-        let (c, s) = try streamInline("/bytes?n=\(n)&id=span") { r in
+        let (c, _) = try streamInline("/bytes?n=\(n)&id=span") { r in
             #expect(rq_request_set_body_callback(r, recordSpan) == RQ_OK)
         }
         #expect(c.outcome == RQ_OUTCOME_OK)
-        _ = s
         let span = spans.value
         #expect(span.bytes == n)
         #expect(span.calls > 1)
@@ -293,7 +292,6 @@ import Testing
     /// A head callback that cancels: no piece is delivered.
     @Test func aCancelFromTheHeadCallbackStopsThePieces() throws {
         let rec = Recorder()
-        rec.streams.onHead = { _, _, _ in }
         let q = try makeQueue(RQ_DELIVERY_INLINE, max: 2)
         defer { _ = rq_queue_free(q) }
         let r = try rec.streamingRequest(fixture.url("/bytes?n=1000000"), tag: "r", head: true)
