@@ -92,6 +92,10 @@ def make_clients(args, build):
                rq_client("threaded", "refill"), required=True),
         Client("c-rq-dispatch-refill", "librequestqueue from C, dispatch, refill from the completion",
                rq_client("dispatch", "refill"), required=True),
+        Client("c-rq-inline", "librequestqueue from C, inline delivery (callbacks on the engine thread)",
+               rq_client("inline")),
+        Client("c-rq-inline-refill", "librequestqueue from C, inline, refill from the completion",
+               rq_client("inline", "refill")),
         Client("py-rq", "Python binding, Queue", script(py, "py_requestqueue.py"), env=py_env, required=True),
         Client("py-rq-async", "Python binding, AsyncQueue (asyncio)", script(py, "py_requestqueue_async.py"),
                env=py_env),
@@ -627,7 +631,8 @@ def copy_instructions(path):
 # callback; the library's client streams them to a body callback, collects them whole into the
 # response, or has the library write them to a file.
 BODY_COST_CLIENTS = (("c-curl", "discarded", []), ("c-rq-threaded", "streamed", ["stream"]),
-                     ("c-rq-dispatch", "streamed", ["stream"]), ("c-rq-threaded", "whole", []),
+                     ("c-rq-dispatch", "streamed", ["stream"]), ("c-rq-inline", "streamed", ["stream"]),
+                     ("c-rq-threaded", "whole", []),
                      ("c-rq-dispatch", "whole", []), ("c-rq-threaded", "file", ["file"]),
                      ("c-rq-dispatch", "file", ["file"]))
 
@@ -668,7 +673,8 @@ def run_body_costs(args, build, nginx, tmp, results):
             f"{cost['copy']:,.0f} in memcpy")
 
 
-COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-threaded-refill", "c-rq-dispatch-refill")
+COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-threaded-refill", "c-rq-dispatch-refill",
+                "c-rq-inline", "c-rq-inline-refill")
 # The C reference sending the two header lines librequestqueue sends by default: a row of the cost
 # table only (the targets compare with the unchanged reference).
 REFERENCE_WITH_HEADERS = "c-curl-headers"
@@ -911,14 +917,18 @@ def report(args, clients, results, meta):
         add(f"| {text} | {shown if value is not None else '–'} | {verdict} |")
 
     ref_body = results.body_costs.get((REFERENCE, "discarded"), {}).get("instructions")
-    for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch")):
+    for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch"), ("c-rq-inline", "inline")):
         mine = results.body_costs.get((key, "streamed"), {}).get("instructions")
+        if mine is None and key == "c-rq-inline":
+            continue
         value = mine / ref_body if mine and ref_body else None
         target(f"C, {name}: instructions per 10 MiB streamed body within 2× of the C reference", value, 2.0, False,
                f"{fmt(mine)} vs {fmt(ref_body)} = {value:.2f}×" if value else "")
     for k in args.large_k:
         ref = large(REFERENCE, k, "mbps")
-        for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch")):
+        for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch"), ("c-rq-inline", "inline")):
+            if key not in by_key and key == "c-rq-inline":
+                continue
             mine = large(key, k, "mbps") if key in by_key else None
             value = mine / ref if mine and ref else None
             target(f"C, {name}: MB/s of streamed 10 MiB bodies at K={k} at least 0.95× the C reference", value, 0.95,
@@ -937,7 +947,8 @@ def report(args, clients, results, meta):
         value = mine / ref if mine and ref else None
         target(f"C, {name}: requests/s at K={k_rate} at least 0.95× the C reference", value, 0.95, True,
                f"{fmt(mine)} vs {fmt(ref)} = {value:.2f}×" if value else "")
-    for key, name in (("c-rq-threaded-refill", "threaded"), ("c-rq-dispatch-refill", "dispatch")):
+    for key, name in (("c-rq-threaded-refill", "threaded"), ("c-rq-dispatch-refill", "dispatch"),
+                      ("c-rq-inline-refill", "inline")):
         if key not in by_key:
             continue
         ref = small(REFERENCE, 1, "rps")
@@ -1082,7 +1093,8 @@ def report(args, clients, results, meta):
             "difference divided by the difference of N is the cost of one body. *discarded*: the reference counts "
             "the bytes in libcurl's write callback; *streamed*: a body callback "
             "(`rq_request_set_body_callback`); *whole*: collected into the response; *file*: written by the "
-            "library (`rq_request_set_output_file`). The library copies a streamed or collected body once; glibc "
+            "library (`rq_request_set_output_file`). The library copies a streamed (except with inline delivery, which "
+            "hands out libcurl's buffer) or collected body once; glibc "
             "copies such blocks with `rep movsb`, which callgrind counts as one instruction per byte (about 10.5 "
             "million per body) although the processor moves tens of bytes per cycle: the *memcpy* column shows "
             "that part, and the last two columns the rest. The kernel's work (the socket reads, the file writes) "

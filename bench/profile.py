@@ -2,7 +2,7 @@
 """Where librequestqueue spends its CPU per request: instruction counts from callgrind and system
 calls from strace, per request, for the C client and the C reference on the same nginx.
 
-    bench/profile [--k 64] [--n 2000,6000] [--mode threaded|dispatch] [--shape upfront|refill] [--top 30]
+    bench/profile [--k 64] [--n 2000,6000] [--mode threaded|dispatch|inline] [--shape upfront|refill] [--top 30]
 
 Each program runs at two values of N; the difference divided by the difference of N is the cost of
 one request, with start-up and teardown cancelled out. Reports:
@@ -79,7 +79,7 @@ def main():
     parser.add_argument("--libdir", required=True)
     parser.add_argument("--k", type=int, default=64)
     parser.add_argument("--n", default="2000,6000", help="two request counts")
-    parser.add_argument("--mode", default="threaded", choices=["threaded", "dispatch"])
+    parser.add_argument("--mode", default="threaded", choices=["threaded", "dispatch", "inline"])
     parser.add_argument("--shape", default="upfront", choices=["upfront", "refill"],
                         help="upfront: all N added at once; refill: each completion adds the next")
     parser.add_argument("--top", type=int, default=30)
@@ -125,7 +125,8 @@ def main():
         print(f"- librequestqueue client: {sum(per_thread):,.0f} ({sum(per_thread) / ref_per:.2f}x), by thread: "
               + ", ".join(f"#{i + 1} {v:,.0f}" for i, v in enumerate(per_thread)))
         print("  (thread #1 is main(): rq_request_new + rq_add (+ callbacks in dispatch mode); the busiest "
-              "other thread is the engine; a threaded queue also has a delivery thread)\n")
+              "other thread is the engine, which also runs the callbacks in inline mode; a threaded queue also has a "
+              "delivery thread)\n")
 
         for index in sorted(range(len(per_thread)), key=lambda i: -per_thread[i])[:2]:
             a, b = functions(threads1[index]), functions(threads2[index])

@@ -81,27 +81,44 @@
  *   authentication challenge). The few calls that would wait for the callback they are called from
  *   return RQ_ERR_WOULD_DEADLOCK instead (see `rq_queue_free`, `rq_queue_wait_idle`,
  *   `rq_queue_dispatch`).
- * - Each queue runs its transfers on an internal thread of its own. Callbacks never run on that
- *   thread; how they are delivered is chosen per queue when it is created:
+ * - Each queue runs its transfers on an internal thread of its own, its engine thread (named
+ *   "rq-engine"; a delivery thread is named "rq-delivery"). How callbacks are delivered is chosen
+ *   per queue when it is created:
  *     RQ_DELIVERY_THREADED: callbacks run on the queue's delivery thread (one per queue, started
  *       by `rq_queue_new`): one callback at a time, in the order they were produced.
  *     RQ_DELIVERY_DISPATCH: callbacks wait until the host calls `rq_queue_dispatch` (or
  *       `rq_queue_wait_idle`) and then run on the host's calling thread, one at a time, in order.
  *       `rq_queue_get_fd` gives a file descriptor that is readable while callbacks are ready to
  *       run, for poll/epoll/select, Python's asyncio (`loop.add_reader`) or Ruby's `IO.select`.
+ *     RQ_DELIVERY_INLINE: callbacks run on the queue's engine thread itself, inside its loop, one
+ *       at a time, in order, as libcurl's multi interface runs its own callbacks: at the points
+ *       where the other modes hand a batch over (see "Batching"), and a streamed body's pieces
+ *       from inside libcurl's write callback (see `rq_request_set_body_callback`). No thread
+ *       hands events to another, so a request added from a completion starts in the same turn of
+ *       the loop, with no wake-up. The price: while a callback runs, no transfer of its queue
+ *       moves (libcurl reads no socket, and no request starts), and timeouts keep counting: a
+ *       callback that blocks or runs long stalls every transfer of its queue and may make them
+ *       time out. Callbacks may call any function of this library except those that would wait
+ *       for their own queue's engine (`rq_queue_free` and `rq_queue_wait_idle` of their queue:
+ *       RQ_ERR_WOULD_DEADLOCK); what they ask of their own queue (adds, cancels, limits,
+ *       suspend, resume, answers to challenges) is taken by the engine right after the
+ *       callbacks, in the same turn, and calls on other queues behave as from any thread. The
+ *       other modes are safer hosts for callbacks that wait (for a lock, a disk, another queue).
  * - Batching: under load, the engine thread hands the events it produces (completions, progress,
  *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
  *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
- *   do, and at the latest after 64 events or 1 ms. An idle queue thus delivers at once.
+ *   do, and at the latest after 64 events or 1 ms (in inline mode: the engine runs the batch
+ *   itself at those points). An idle queue thus delivers at once.
  *   The other way round, what callbacks ask of their own queue's engine (requests they add that
  *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
  *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after
- *   the call, rather than in one wake-up per call. An engine thread with no transfer running that
- *   has just handed a batch over waits up to 50 microseconds without sleeping (spinning) for what
- *   the callbacks add, so that a request added from a completion callback reaches it without a
- *   system call on either side; when such waits go unanswered it stops spinning for a while (after
- *   six in a row, it spins for one idle wait in 64), so a queue whose callbacks add nothing costs
- *   next to no CPU for it.
+ *   the call, rather than in one wake-up per call (in inline mode with no wake-up at all). In
+ *   threaded and dispatch mode, an engine thread with no transfer running that has just handed a
+ *   batch over waits up to 50 microseconds without sleeping (spinning) for what the callbacks
+ *   add, so that a request added from a completion callback reaches it without a system call on
+ *   either side; when such waits go unanswered it stops spinning for a while (after six in a row,
+ *   it spins for one idle wait in 64), so a queue whose callbacks add nothing costs next to no
+ *   CPU for it.
  * - A request's callbacks all receive the same `context` pointer, given with
  *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`
@@ -118,8 +135,9 @@
  *   it and returns RQ_OK, the other waits until the queue is freed and returns
  *   RQ_ERR_INVALID_HANDLE; of two racing answers to one challenge, one is taken. (The reliability
  *   suite drives every pair of such calls from two threads under ThreadSanitizer.)
- * - Nothing a caller or a server does blocks a queue's engine thread, which runs every transfer
- *   and timeout of the queue: it only opens regular files (see `rq_request_set_output_file` and
+ * - Nothing a caller (other than an RQ_DELIVERY_INLINE callback, which runs on it) or a server
+ *   does blocks a queue's engine thread, which runs every transfer and timeout of the queue: it
+ *   only opens regular files (see `rq_request_set_output_file` and
  *   `rq_request_set_ca_file`), so that a FIFO without a reader cannot stop it, and it never waits
  *   for a host name resolution to end (a request cancelled or timed out while its name resolves
  *   completes at once; the resolution finishes on its own thread).
@@ -173,6 +191,9 @@
  *  - Responses retained in the parent (`rq_response_retain`) can be read and released in the child.
  *  - New queues work, `rq_queue_default` makes a new default queue (a different handle), and
  *    `rq_request_start` a new hidden queue.
+ * A child forked from inside a callback runs on a copy of the thread that ran it (with
+ * RQ_DELIVERY_INLINE, the queue's engine thread): it must exec or _exit before the callback
+ * returns, as the library's loop it would return to belongs to the parent.
  * So a binding needs no fork handling of its own for the library's objects. What the library
  * cannot vouch for are the locks of other libraries held by other threads at the instant of fork()
  * (POSIX allows only async-signal-safe calls in such a child until it execs); glibc keeps its
@@ -422,7 +443,11 @@ typedef enum rq_delivery {
     /** Callbacks on the queue's delivery thread, one at a time, in order. */
     RQ_DELIVERY_THREADED = 0,
     /** Callbacks on the host's thread inside `rq_queue_dispatch` / `rq_queue_wait_idle`. */
-    RQ_DELIVERY_DISPATCH = 1
+    RQ_DELIVERY_DISPATCH = 1,
+    /** Callbacks on the queue's engine thread, inside its loop, one at a time, in order (as
+     *  libcurl's multi interface runs its own): no hand-over between threads. A callback that
+     *  blocks stalls every transfer of its queue; see "Threading and callbacks". */
+    RQ_DELIVERY_INLINE = 2
 } rq_delivery;
 
 typedef enum rq_order {
@@ -488,7 +513,8 @@ typedef enum rq_request_state {
 } rq_request_state;
 
 /** Creates a queue with the given delivery mode, max_concurrent 2, FIFO, duplicates cancelling
- *  earlier ones, not suspended. It owns an engine thread (and in threaded mode a delivery thread).
+ *  earlier ones, not suspended. It owns an engine thread (and in threaded mode a delivery thread,
+ *  in dispatch mode a descriptor; an inline queue has neither).
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (unknown mode), RQ_ERR_SYSTEM (a thread
  *  or a descriptor could not be had: a later call may succeed). */
 RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
@@ -496,14 +522,16 @@ RQ_API rq_result rq_queue_new(rq_delivery delivery, rq_queue **out_queue);
 /** Frees a queue: cancels every waiting and running request, delivers their completions (outcome
  *  RQ_OUTCOME_CANCELLED, message "the queue was freed"), waits for callbacks in flight, and stops
  *  the queue's threads. No callback of this queue runs after it returns. In dispatch mode the
- *  remaining callbacks run on the calling thread, inside this call. Pending authentication
+ *  remaining callbacks run on the calling thread, inside this call; in inline mode on the engine
+ *  thread, which runs them all before it stops. Pending authentication
  *  challenges become invalid. NULL: no-op, RQ_OK. Several threads may free the same queue at once:
  *  one of them frees it and gets RQ_OK; the others wait until it is freed (their calls too return
  *  only once no callback of the queue can run) and get RQ_ERR_INVALID_HANDLE, as any later call
  *  does. In a child process, a queue inherited across fork() (the default queue included) is
  *  released at once instead (see "Fork"). Errors: RQ_ERR_INVALID_HANDLE, RQ_ERR_INVALID_STATE (the
  *  default queue cannot be freed), RQ_ERR_WOULD_DEADLOCK (called from a callback of this same
- *  queue). */
+ *  queue, or on the thread that runs them, its delivery thread or an inline queue's engine
+ *  thread, from inside another queue's callback). */
 RQ_API rq_result rq_queue_free(rq_queue *queue);
 
 /** The process-wide default queue (threaded delivery, same defaults as `rq_queue_new`), created
@@ -604,19 +632,21 @@ RQ_API rq_result rq_queue_cancel_all(rq_queue *queue);
  *  makes it unreadable when it returns with no callback left (while it runs callbacks, it may
  *  still read as readable: another thread polling it then finds nothing to dispatch).
  *  It belongs to the queue (do not read, write or close it) and is valid until `rq_queue_free`.
- *  Errors: RQ_ERR_WRONG_DELIVERY for a threaded queue. */
+ *  Errors: RQ_ERR_WRONG_DELIVERY for a threaded or inline queue. */
 RQ_API rq_result rq_queue_get_fd(rq_queue *queue, int *out_fd);
 
 /** Dispatch mode: runs pending callbacks on the calling thread, at most `max_callbacks` of them
  *  (0 = all that are pending), without waiting. Writes the number run to `out_ran` unless it is
- *  NULL. Calls from several threads are serialized. Errors: RQ_ERR_WRONG_DELIVERY,
- *  RQ_ERR_WOULD_DEADLOCK (called from one of this queue's callbacks). */
+ *  NULL. Calls from several threads are serialized. Errors: RQ_ERR_WRONG_DELIVERY (a threaded or
+ *  inline queue), RQ_ERR_WOULD_DEADLOCK (called from one of this queue's callbacks). */
 RQ_API rq_result rq_queue_dispatch(rq_queue *queue, size_t max_callbacks, size_t *out_ran);
 
 /** Waits until the queue is idle: no request running or waiting, and every callback delivered.
- *  In dispatch mode the callbacks run on the calling thread while it waits. `timeout_seconds` < 0
+ *  In dispatch mode the callbacks run on the calling thread while it waits; in threaded and
+ *  inline modes the call only waits. `timeout_seconds` < 0
  *  waits without limit. A suspended queue with waiting requests is not idle. Returns RQ_OK once
- *  idle, RQ_ERR_TIMED_OUT at the limit, RQ_ERR_WOULD_DEADLOCK from this queue's own callbacks. */
+ *  idle, RQ_ERR_TIMED_OUT at the limit, RQ_ERR_WOULD_DEADLOCK from this queue's own callbacks
+ *  (or on the thread that runs them, as for `rq_queue_free`). */
 RQ_API rq_result rq_queue_wait_idle(rq_queue *queue, double timeout_seconds);
 
 /** Adds a request to a queue. The queue takes its own reference: the caller may free its handle
@@ -948,24 +978,34 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    authentication handler) is collected and delivered in the response as usual. After a
  *    success, the completion's body is empty.
  *  - Delivery: like progress callbacks, with the request's context, on the queue's delivery thread
- *    (RQ_DELIVERY_THREADED) or inside `rq_queue_dispatch` (RQ_DELIVERY_DISPATCH), in order, all of
- *    them before the completion.
- *  - Pieces: the library copies what libcurl passes (at most 16 KiB at a time, valid only
- *    inside libcurl's callback on the queue's engine thread) once, into a buffer of its own, and
- *    gathers into one piece what arrived during one turn of its loop (libcurl reads while the
- *    connection has data: 256 KiB at a time, 16 KiB with content decoding on, the default, see
- *    RQ_OPTION_DECODE_CONTENT): up to 256 KiB. A piece is delivered as soon as that turn ends:
- *    it never waits for more data to arrive. (libcurl's buffer cannot be handed out instead:
- *    libcurl 7.88 reads the next data into the same buffer as soon as its callback returns, the
- *    engine thread must never wait for a callback that runs on another thread, and a paused
- *    transfer has libcurl copy the data it holds anyway.)
- *  - Bounded memory: while about 1 MiB of buffers holding received data waits for delivery (a
- *    piece of 64 KiB or less has a buffer of its own size, a larger one 256 KiB), the transfer
- *    is paused (libcurl stops reading the connection and TCP slows the server down) and it resumes
- *    once the callbacks have caught up. A slow callback, or a dispatch-mode host that dispatches
- *    slowly, thus slows the download instead of filling memory. Time spent paused does not count
- *    toward the idle timeout (`rq_request_set_idle_timeout`); it does count toward the total
- *    timeout (`rq_request_set_timeout`).
+ *    (RQ_DELIVERY_THREADED), inside `rq_queue_dispatch` (RQ_DELIVERY_DISPATCH) or on the engine
+ *    thread (RQ_DELIVERY_INLINE), in order, all of them before the completion.
+ *  - Pieces, RQ_DELIVERY_INLINE: the callback runs inside libcurl's write callback and `data` is
+ *    libcurl's own buffer (no copy), valid for the call only: libcurl passes at most 16 KiB at a
+ *    time, from reads of up to 256 KiB (16 KiB with content decoding on, the default, see
+ *    RQ_OPTION_DECODE_CONTENT; a compressed body's pieces are its decoder's output). The events
+ *    produced before a piece (the head of its response, progress, other requests' callbacks) run
+ *    before it.
+ *    libcurl reads on only once the callback returned: a slow callback slows the download by
+ *    itself (and every transfer of the queue), with no buffer in between; the 1 MiB bound and the
+ *    pause below do not apply.
+ *  - Pieces, the other modes: the library copies what libcurl passes (at most 16 KiB at a time,
+ *    valid only inside libcurl's callback on the queue's engine thread) once, into a buffer of
+ *    its own, and gathers into one piece what arrived during one turn of its loop (libcurl reads
+ *    while the connection has data: 256 KiB at a time, 16 KiB with content decoding on): up to
+ *    256 KiB. A piece is delivered as soon as that turn ends: it never waits for more data to
+ *    arrive. (libcurl's buffer cannot be handed out instead: libcurl 7.88 reads the next data
+ *    into the same buffer as soon as its callback returns, the engine thread must never wait for
+ *    a callback that runs on another thread, and a paused transfer has libcurl copy the data it
+ *    holds anyway.)
+ *  - Bounded memory (threaded and dispatch modes): while about 1 MiB of buffers holding received
+ *    data waits for delivery (a piece of 64 KiB or less has a buffer of its own size, a larger
+ *    one 256 KiB), the transfer is paused (libcurl stops reading the connection and TCP slows the
+ *    server down) and it resumes once the callbacks have caught up. A slow callback, or a
+ *    dispatch-mode host that dispatches slowly, thus slows the download instead of filling
+ *    memory. Time spent paused does not count toward the idle timeout
+ *    (`rq_request_set_idle_timeout`); it does count toward the total timeout
+ *    (`rq_request_set_timeout`).
  *  - Retries: pieces of a failed attempt have been delivered; the next attempt starts the body
  *    over, from offset 0. The size of the final body is `bytes_down` in `rq_response_metrics`.
  *  - Cancellation: after `rq_cancel`, pieces received before the cancel may still be delivered,
@@ -999,13 +1039,13 @@ typedef void (*rq_head_fn)(void *context, rq_request *request, const rq_response
  *    nothing answered it: the handler's `rq_auth_continue_without`, no handler, a retry. An
  *    attempt that ends before the headers of such a response were complete (connection refused, a
  *    timeout, a reply that is not HTTP) gives no head.
- *  - Order: on the same thread as the other callbacks (the queue's delivery thread, or inside
- *    `rq_queue_dispatch`), each attempt's head before that attempt's body pieces
- *    (`rq_request_set_body_callback`), and everything before the completion. Body pieces follow
- *    only for a 2xx: the body of any other status is collected into the completion's response as
- *    usual (kept to 1 MiB for a streaming request: see "What a server sends"), so after a
- *    non-2xx head the next call is the completion (or, when that attempt is retried, the next
- *    attempt's head).
+ *  - Order: on the same thread as the other callbacks (the queue's delivery thread, inside
+ *    `rq_queue_dispatch`, or the engine thread), each attempt's head before that attempt's body
+ *    pieces (`rq_request_set_body_callback`), and everything before the completion. Body pieces
+ *    follow only for a 2xx: the body of any other status is collected into the completion's
+ *    response as usual (kept to 1 MiB for a streaming request: see "What a server sends"), so
+ *    after a non-2xx head the next call is the completion (or, when that attempt is retried, the
+ *    next attempt's head).
  *  - Retries: each attempt that received a final response gives its own head, then its pieces from
  *    offset 0. A request thus sees head, pieces, head, pieces, ..., completion.
  *  - Cancellation: after `rq_cancel` (or a body callback that returns non-zero), a head received

@@ -62,7 +62,7 @@ private final class ProcessQueue: @unchecked Sendable, ForkGuard.Participant {
 
     var queue: Queue? {
         lock.withLock {
-            if made == nil { made = Queue(threaded: true, kind: kind) }
+            if made == nil { made = Queue(delivery: .threaded, kind: kind) }
             return made
         }
     }
@@ -87,10 +87,16 @@ private let standaloneQueue = ProcessQueue(.standalone)
 
 @c @implementation public func rq_queue_new(_ delivery: rq_delivery, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
     guard let out else { return null("out_queue") }
-    guard delivery == RQ_DELIVERY_THREADED || delivery == RQ_DELIVERY_DISPATCH else {
-        return outOfRange("delivery", delivery.rawValue, "RQ_DELIVERY_THREADED (0) or RQ_DELIVERY_DISPATCH (1)")
+    let mode: Queue.Delivery
+    switch delivery {
+    case RQ_DELIVERY_THREADED: mode = .threaded
+    case RQ_DELIVERY_DISPATCH: mode = .dispatch
+    case RQ_DELIVERY_INLINE: mode = .inline
+    default:
+        return outOfRange("delivery", delivery.rawValue,
+                          "RQ_DELIVERY_THREADED (0), RQ_DELIVERY_DISPATCH (1) or RQ_DELIVERY_INLINE (2)")
     }
-    guard let q = Queue(threaded: delivery == RQ_DELIVERY_THREADED, kind: .user) else {
+    guard let q = Queue(delivery: mode, kind: .user) else {
         return fail(RQ_ERR_SYSTEM, "no thread or descriptor could be had for the queue (a later call may succeed), or libcurl's global initialisation failed")
     }
     out.pointee = q.pointer
@@ -108,7 +114,7 @@ private let standaloneQueue = ProcessQueue(.standalone)
             return fail(RQ_ERR_INVALID_STATE, q.kind == .shared ? "the default queue (rq_queue_default) cannot be freed"
                                                                 : "this internal queue cannot be freed")
         }
-        guard CallbackContext.currentQueue != q.handle else {
+        guard !q.isCallingBack else {
             return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
         }
         return reported(q.close()) { _ in "the queue was freed by another thread during the call" }
@@ -316,10 +322,16 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
     withQueue(pointer) { q in q.cancelAll(); return RQ_OK }
 }
 
+/// RQ_ERR_WRONG_DELIVERY for a call that only a dispatch-mode queue takes.
+private func wrongDelivery(_ q: Queue, _ consequence: String, function: StaticString = #function) -> rq_result {
+    let how = q.delivery == .inline ? "on its engine thread (RQ_DELIVERY_INLINE)" : "on its own thread (RQ_DELIVERY_THREADED)"
+    return fail(RQ_ERR_WRONG_DELIVERY, "the queue delivers \(how): \(consequence)", function: function)
+}
+
 @c @implementation public func rq_queue_get_fd(_ pointer: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> rq_result {
     withQueue(pointer) { q in
         guard let out else { return null("out_fd") }
-        guard !q.threaded else { return fail(RQ_ERR_WRONG_DELIVERY, "the queue delivers on its own thread (RQ_DELIVERY_THREADED): it has no descriptor") }
+        guard q.delivery == .dispatch else { return wrongDelivery(q, "it has no descriptor") }
         out.pointee = q.eventFD
         return RQ_OK
     }
@@ -327,7 +339,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 
 @c @implementation public func rq_queue_dispatch(_ pointer: OpaquePointer?, _ max: Int, _ outRan: UnsafeMutablePointer<Int>?) -> rq_result {
     withQueue(pointer) { q in
-        guard !q.threaded else { return fail(RQ_ERR_WRONG_DELIVERY, "the queue delivers on its own thread (RQ_DELIVERY_THREADED): nothing to dispatch") }
+        guard q.delivery == .dispatch else { return wrongDelivery(q, "nothing to dispatch") }
         guard CallbackContext.currentQueue != q.handle else {
             return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which is being dispatched")
         }
@@ -340,7 +352,7 @@ private func writeList(_ requests: [Request], _ outList: UnsafeMutablePointer<Un
 @c @implementation public func rq_queue_wait_idle(_ pointer: OpaquePointer?, _ timeout: Double) -> rq_result {
     withQueue(pointer) { q in
         guard !timeout.isNaN else { return outOfRange("timeout_seconds", timeout, "a number (< 0 waits without limit)") }
-        guard CallbackContext.currentQueue != q.handle else {
+        guard !q.isCallingBack else {
             return fail(RQ_ERR_WOULD_DEADLOCK, "called from a callback of this same queue, which it would wait for")
         }
         let deadline: Double? = timeout < 0 || timeout.isInfinite ? nil : Clock.now() + timeout

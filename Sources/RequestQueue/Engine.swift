@@ -21,12 +21,19 @@ final class Engine: @unchecked Sendable {
         case shutdown
         /// Un-pause the transfer of a streamed body: the delivery caught up (Streaming.swift).
         case resume(Request)
+        /// Inline delivery: another thread posted events; run them before blocking.
+        case deliver
     }
 
     /// unowned(unsafe): the queue owns the engine and stops its thread (`shutdown`, from
     /// `Queue.close` or a failed `Queue.init`) while it is alive, and nothing else holds the engine;
     /// a checked reference costs a retain and a release for every use (several per request).
     private unowned(unsafe) let queue: Queue
+    /// The queue, when it delivers on this thread (RQ_DELIVERY_INLINE): a streamed body's pieces
+    /// go to the callback from libcurl's buffer (Streaming+Inline.swift). unowned(unsafe), read
+    /// for every piece without reference counting: the queue owns this engine and outlives its
+    /// thread (`rq_queue_free` joins it), the only thread that reads it.
+    unowned(unsafe) let inlineQueue: Queue?
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
@@ -99,6 +106,7 @@ final class Engine: @unchecked Sendable {
         }
         self.queue = queue
         self.multi = multi
+        inlineQueue = queue.delivery == .inline ? queue : nil
         guard let thread = startThread({ [self] in run() }) else {
             curl_multi_cleanup(multi)
             return nil
@@ -202,6 +210,8 @@ final class Engine: @unchecked Sendable {
 
     private func run() {
         pthread_setspecific(Engine.threadKey, Unmanaged.passUnretained(self).toOpaque())
+        // The name `top -H`, gdb and a callback (inline delivery) see: "rq-engine".
+        ccurl_name_thread("rq-engine")
         var stillRunning: Int32 = 0
         // The inbox and this array trade places each turn: no allocation per turn.
         var commands: [Command] = []
@@ -232,6 +242,8 @@ final class Engine: @unchecked Sendable {
                     return
                 case let .resume(request):
                     request.transfer?.unpause()
+                case .deliver:
+                    queue.foreignEventsPosted()
                 }
             }
             let startedBeforePerform = startedThisTurn
@@ -281,6 +293,8 @@ final class Engine: @unchecked Sendable {
                     curl_multi_poll(multi, nil, 0, 0, &ready)
                 }
                 if ready > 0 { continue }
+                // (Inline delivery: the callbacks run here. What they send this engine waits in
+                // its inbox without a wake-up, and `waitForWork` then returns at once.)
                 queue.signalOwedEvents()
             }
             waitForWork(timeoutMs: Int32(waitMs))

@@ -1,8 +1,8 @@
 import CRequestQueueAPI
 import Glibc
 
-// Closing: `rq_queue_free` (cancel everything, stop the engine, deliver what is left), and its
-// counterpart in a forked child.
+// Closing: `rq_queue_free` (cancel everything, stop the engine, deliver what is left: the engine
+// itself in inline mode, before it stops), and its counterpart in a forked child.
 
 extension Queue {
     /// Frees the queue: cancels everything, stops the engine, delivers what is left. Only the first
@@ -19,16 +19,22 @@ extension Queue {
         guard first else { return RQ_ERR_INVALID_HANDLE }
         cancelAll(reason: .queueFreed)
         engine.shutdown()
-        if threaded {
+        switch delivery {
+        case .threaded:
             monitor.withLock {
                 while undelivered > 0 { _ = monitor.wait(until: nil) }
                 deliveryStopping = true
                 signalLocked()
             }
             if let deliveryThread { pthread_join(deliveryThread, nil) }
-        } else {
+        case .dispatch:
             while monitor.withLock({ undelivered > 0 }) { _ = dispatch(limit: 0) }
             Glibc.close(eventFD)
+        case .inline:
+            // The engine ran every pending event when it took the shutdown (after the aborts and
+            // the completions of the cancel above), and nothing can post to a closed queue whose
+            // requests all completed: nothing is left here.
+            break
         }
         HandleTable.shared.remove(handle)
         monitor.withLock {

@@ -4,8 +4,9 @@ import Glibc
 import RequestQueueCore
 
 // Delivery: the events a queue posts (progress, heads, body chunks, challenges, completions), run in
-// order by the delivery thread (threaded mode) or by `rq_queue_dispatch` (dispatch mode), never on
-// the engine thread; the engine's batching of its posts; waiting until the queue is idle.
+// order by the delivery thread (threaded mode), by `rq_queue_dispatch` (dispatch mode), or by the
+// engine thread itself in its loop (inline mode); the engine's batching of its posts; waiting until
+// the queue is idle.
 
 extension Queue {
     enum Event {
@@ -19,26 +20,41 @@ extension Queue {
     }
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
-    /// batch (`signalOwedEvents`); any other thread wakes it now.
+    /// batch (`signalOwedEvents`); any other thread wakes it now. In inline mode the engine thread
+    /// runs its batch itself when it reaches the point of handing it over (the 64-event limit
+    /// included: `eventsOwedAreDue`), never from here (it may be inside libcurl).
     func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
             if eventsOwed == 0 { eventsOwedSince = Clock.now() }
             eventsOwed += 1
-            if eventsOwed < 64 { return }
+            if eventsOwed < 64 || delivery == .inline { return }
             eventsOwed = 0
         }
         signalLocked()
     }
 
-    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
-    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 }
+    /// Inline mode, engine thread: another thread posted events and sent `.deliver`: they are
+    /// owed like the engine's own.
+    func foreignEventsPosted() {
+        if eventsOwed == 0 { eventsOwedSince = Clock.now() }
+        eventsOwed += 1
+    }
 
-    /// Engine thread: tells the delivery about the events it posted. The delivering thread is
-    /// woken once the monitor is released: woken under it, it would often find the monitor still
-    /// taken and block on it at once (two more futex calls per hand-over).
+    /// Engine thread: whether the events it owes the delivery should be signalled now anyway.
+    func eventsOwedAreDue(now: Double) -> Bool { now - eventsOwedSince >= 0.001 || eventsOwed >= 64 }
+
+    /// Engine thread: tells the delivery about the events it posted (inline mode: runs every
+    /// pending event, at shutdown too). The delivering thread is woken once the monitor is
+    /// released: woken under it, it would often find the monitor still taken and block on it at
+    /// once (two more futex calls per hand-over).
     func signalOwedEvents() {
+        if delivery == .inline {
+            eventsOwed = 0
+            runInline()
+            return
+        }
         guard eventsOwed > 0 else { return }
         eventsOwed = 0
         engine.handedOver = true
@@ -64,13 +80,19 @@ extension Queue {
         }
     }
 
-    /// Wakes whoever runs the pending events: the delivery thread, or the host through the fd.
+    /// Wakes whoever runs the pending events: the delivery thread, the host through the fd, or
+    /// (inline mode, for a post from another thread) the engine through its inbox.
     func signalLocked() {
         if threaded {
             if deliveryWaiting {
                 deliveryWaiting = false
                 deliveryWake.post()
             }
+        } else if delivery == .inline {
+            // The engine thread's own posts wait for its hand-over point (`postLocked`).
+            guard !inlineDeliverySent.load(ordering: .relaxed), !engine.isCurrentThread else { return }
+            inlineDeliverySent.store(true, ordering: .relaxed)
+            engine.send(.deliver)
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
             eventFDWrites.wrappingAdd(1, ordering: .relaxed)
@@ -82,6 +104,7 @@ extension Queue {
     /// Threaded mode: the delivery thread runs the pending events in order, in batches, until the
     /// queue is freed.
     func deliveryLoop() {
+        ccurl_name_thread("rq-delivery")
         var batch = RingDeque<Event>()
         monitor.lock()
         while true {
@@ -109,6 +132,39 @@ extension Queue {
         }
         monitor.unlock()
     }
+
+    /// Inline mode, engine thread: runs the pending events in order, in batches, until none is
+    /// left (the callbacks' own posts, a cancel's completion say, run in the next batch). Their
+    /// sends to this engine wait in its inbox without waking it: it takes them when it goes on.
+    /// Called only where the engine holds no lock and is not inside libcurl, or inside libcurl's
+    /// write callback before a streamed piece (Streaming+Inline.swift), where libcurl allows no call
+    /// on its handles: a callback reaches the multi handle only through the inbox. (The thread
+    /// needs no `CallbackContext` mark: `isCallingBack` knows this queue's engine thread.)
+    func runInline() {
+        monitor.lock()
+        guard !pending.isEmpty else {
+            monitor.unlock()
+            return
+        }
+        var batch = RingDeque<Event>()
+        swap(&batch, &inlineBatch)
+        while !pending.isEmpty {
+            swap(&batch, &pending)
+            inlineDeliverySent.store(false, ordering: .relaxed)
+            monitor.unlock()
+            let count = batch.count
+            while let event = batch.popFront() { run(event) }
+            monitor.lock()
+            delivered(count)
+        }
+        monitor.unlock()
+        swap(&batch, &inlineBatch)
+    }
+
+    /// Inline mode, engine thread: whether events may be pending (its own posts, or another
+    /// thread's since the engine last took them): a look without the monitor, for the streamed
+    /// pieces (a post racing with it is a post made at the same time, delivered after the piece).
+    var inlineEventsMayBePending: Bool { eventsOwed > 0 || inlineDeliverySent.load(ordering: .relaxed) }
 
     /// `count` events finished running (monitor held). Wakes the waiters of the monitor (`waitIdle`,
     /// `close`) only when what they wait for may have come: the queue idle, or everything of a closing
@@ -225,11 +281,24 @@ extension Queue {
         return ran
     }
 
+    /// Whether the calling thread runs this queue's callbacks, and so must not wait for the queue:
+    /// inside one of them (`CallbackContext`), or on the thread that runs them (the engine thread
+    /// of an inline queue, the delivery thread of a threaded one) even while it runs another
+    /// queue's callbacks (a callback that dispatches a dispatch-mode queue, say).
+    var isCallingBack: Bool {
+        if CallbackContext.currentQueue == handle { return true }
+        switch delivery {
+        case .inline: return engine.isCurrentThread
+        case .threaded: return deliveryThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+        case .dispatch: return false
+        }
+    }
+
     private var isIdleLocked: Bool { state.scheduledCount == 0 && undelivered == 0 }
 
     /// Waits until nothing runs, waits or remains to be delivered; `deadline` is monotonic.
     func waitIdle(deadline: Double?) -> rq_result {
-        if threaded {
+        if delivery != .dispatch {
             return monitor.withLock {
                 while !isIdleLocked {
                     if !monitor.wait(until: deadline), !isIdleLocked { return RQ_ERR_TIMED_OUT }

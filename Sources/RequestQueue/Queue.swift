@@ -5,14 +5,15 @@ import RequestQueueCore
 import Synchronization
 
 /// A queue at run time: the requests' lifecycle (`QueueState` in Core) under one monitor, an
-/// engine thread running the transfers on libcurl, and the delivery of callbacks (threaded or
-/// host-dispatched).
+/// engine thread running the transfers on libcurl, and the delivery of callbacks (threaded,
+/// host-dispatched, or inline on the engine thread).
 ///
 /// Every change goes the same way: take the monitor, call a mutation of `state`, queue the events
 /// it returns (`applyLocked`), unlock, then send the engine its commands (`send`). Queue+Engine.swift
 /// holds that step and the engine's reports, Queue+Delivery.swift the events and who runs them,
 /// Queue+Close.swift `rq_queue_free`; this file the settings, adding, cancelling and answering.
-// @unchecked Sendable: its state under `monitor`; `engine`, `deliveryThread` and `handle` are set in
+// @unchecked Sendable: its state under `monitor`, but `eventsOwed`, `eventsOwedSince` and
+// `inlineBatch`, used by the engine thread only; `engine`, `deliveryThread` and `handle` are set in
 // init and never change after (the threads only join or read them); the `let`s never change.
 final class Queue: @unchecked Sendable {
     enum Kind {
@@ -30,8 +31,19 @@ final class Queue: @unchecked Sendable {
         case cancel
     }
 
+    /// Who runs the callbacks (`rq_delivery`).
+    enum Delivery {
+        /// The queue's delivery thread.
+        case threaded
+        /// The host, in `rq_queue_dispatch`, woken through `eventFD`.
+        case dispatch
+        /// The engine thread itself, in its loop (`runInline`).
+        case inline
+    }
+
     let kind: Kind
-    let threaded: Bool
+    let delivery: Delivery
+    var threaded: Bool { delivery == .threaded }
     /// The queue's defaults request and cookie jar (Transport.swift).
     let transport = QueueTransport()
     private(set) var handle: UInt = 0
@@ -74,14 +86,22 @@ final class Queue: @unchecked Sendable {
     let deliveryWake = Wakeup()
     var deliveryWaiting = false
     var deliveryStopping = false
+    /// Inline mode: whether a thread other than the engine posted events and sent the engine its
+    /// `.deliver` since the engine last took the pending events (one command serves them all).
+    /// Written under the monitor; atomic for the engine's look without it
+    /// (`inlineEventsMayBePending`).
+    let inlineDeliverySent = Atomic<Bool>(false)
+    /// Inline mode, engine thread only: the batch being run, kept with its storage between batches
+    /// (it trades places with `pending`: no allocation per batch).
+    var inlineBatch = RingDeque<Event>()
     /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
     private(set) var engine: Engine!
 
-    init?(threaded: Bool, kind: Kind) {
+    init?(delivery: Delivery, kind: Kind) {
         self.kind = kind
-        self.threaded = threaded
-        eventFD = threaded ? -1 : ccurl_eventfd()
-        if !threaded, eventFD < 0 { return nil }
+        self.delivery = delivery
+        eventFD = delivery == .dispatch ? ccurl_eventfd() : -1
+        if delivery == .dispatch, eventFD < 0 { return nil }
         if kind == .standalone {
             _ = state.setMaxConcurrent(0, now: 0)
             state.setDuplicates(.allow)
@@ -91,7 +111,7 @@ final class Queue: @unchecked Sendable {
             return nil
         }
         self.engine = engine
-        if threaded {
+        if delivery == .threaded {
             guard let thread = startThread({ [self] in deliveryLoop() }) else {
                 engine.shutdown()
                 return nil

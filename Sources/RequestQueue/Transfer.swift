@@ -611,6 +611,12 @@ final class Transfer {
         }
         switch sink {
         case .callback:
+            // Inline delivery: libcurl's own buffer goes to the callback, now (Streaming+Inline.swift).
+            if let queue = engine.inlineQueue {
+                guard queue.streamInline(request, data, size, offset: streamed) else { return 0 }
+                streamed += UInt64(size)
+                break
+            }
             guard let flow = request.flow else { return 0 }
             syncFill()
             // A piece that does not fit in the chunk being filled needs an empty one. When the

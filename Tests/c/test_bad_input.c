@@ -363,7 +363,7 @@ static void test_numbers(void) {
 
     /* Enum values out of range. */
     rq_queue *queue = (rq_queue *)(uintptr_t)0x5a5a;
-    CHECK_RC(rq_queue_new((rq_delivery)2, &queue), RQ_ERR_INVALID_ARGUMENT);
+    CHECK_RC(rq_queue_new((rq_delivery)3, &queue), RQ_ERR_INVALID_ARGUMENT);
     CHECK_RC(rq_queue_new((rq_delivery)-1, &queue), RQ_ERR_INVALID_ARGUMENT);
     CHECK(queue == (rq_queue *)(uintptr_t)0x5a5a, "rq_queue_new wrote its out-parameter on failure");
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &queue));

@@ -6,7 +6,7 @@
  * blocking while adds arrive from the delivering thread and from the others. An add that finds
  * the engine awake, or already woken, does not wake it; one that raced with the engine going to
  * sleep and was not seen would leave its request waiting, and an idle engine blocks until woken:
- * the test would hang there. It runs in both delivery modes and checks that every request
+ * the test would hang there. It runs in the three delivery modes and checks that every request
  * completes, with status 200 and the right body, and (with_fixture.py) that the server saw each
  * exactly once. A watchdog turns a hang into a failure that says how many completed.
  * Then the idle engine's spin (Engine.waitForWork): several queues at K = 1, each with one
@@ -45,7 +45,7 @@ static const char *base;
 static rq_queue *queue;
 static atomic_int completed, failed;
 static struct source sources[CHAINS + ADDERS];
-static int mode_index; /* tells the server's log entries of the two runs apart */
+static int mode_index; /* tells the server's log entries of the three runs apart */
 
 static void on_done(void *context, rq_request *request, const rq_response *response);
 static void on_spin_done(void *context, rq_request *request, const rq_response *response);
@@ -329,6 +329,8 @@ int main(int argc, char **argv) {
     run(RQ_DELIVERY_THREADED, "threaded");
     mode_index = 1;
     run(RQ_DELIVERY_DISPATCH, "dispatch");
+    mode_index = 2;
+    run(RQ_DELIVERY_INLINE, "inline");
     mode_index = 0;
     run_spin_chains(RQ_DELIVERY_THREADED, "threaded");
     mode_index = 1;

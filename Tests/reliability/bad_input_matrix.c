@@ -149,7 +149,7 @@ static rq_request *new_request(void) {
 
 struct cb_context {
     rq_queue *queue;
-    int dispatch;
+    int dispatch; /* the delivery mode: 0 threaded, 1 dispatch, 2 inline */
     atomic_int done;
 };
 
@@ -296,9 +296,18 @@ static void response_rows(void *context, rq_request *request, const rq_response 
     }
 
     /* Calls that would wait for this very callback. */
-    if (c->dispatch) {
+    if (c->dispatch == 1) {
         size_t ran = 9;
         ROW(rq_queue_dispatch, STATE, "from a callback of the same queue", RQ_ERR_WOULD_DEADLOCK, rq_queue_dispatch(c->queue, 0, &ran));
+    } else if (c->dispatch == 2) {
+        size_t ran = 9;
+        int fd = -7;
+        ROW(rq_queue_free, STATE, "from a callback of the same inline queue (on its engine thread)", RQ_ERR_WOULD_DEADLOCK,
+            rq_queue_free(c->queue));
+        ROWV(rq_queue_dispatch, STATE, "from a callback of the same inline queue", "RQ_ERR_WRONG_DELIVERY, out_ran untouched",
+             rq_queue_dispatch(c->queue, 0, &ran) == RQ_ERR_WRONG_DELIVERY && ran == 9);
+        ROWV(rq_queue_get_fd, STATE, "from a callback of the same inline queue", "RQ_ERR_WRONG_DELIVERY, out untouched",
+             rq_queue_get_fd(c->queue, &fd) == RQ_ERR_WRONG_DELIVERY && fd == -7);
     } else {
         ROW(rq_queue_free, STATE, "from a callback of the same queue", RQ_ERR_WOULD_DEADLOCK, rq_queue_free(c->queue));
     }
@@ -390,10 +399,11 @@ static void rows_names_and_version(void) {
 }
 
 static void rows_queues(void) {
-    rq_queue *q, *dq, *freed, *sentinel = (rq_queue *)(uintptr_t)0x5a5a, *out = sentinel;
+    rq_queue *q, *dq, *iq, *freed, *sentinel = (rq_queue *)(uintptr_t)0x5a5a, *out = sentinel;
     rq_request *r = new_request();
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &q));
     CHECK_OK(rq_queue_new(RQ_DELIVERY_DISPATCH, &dq));
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_INLINE, &iq));
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &freed));
     CHECK_OK(rq_queue_free(freed));
     rq_queue *as_queue = (rq_queue *)(void *)r; /* a request handle where a queue is expected */
@@ -405,7 +415,12 @@ static void rows_queues(void) {
 
     /* rq_queue_new */
     ROW(rq_queue_new, NULL, "out_queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_new(RQ_DELIVERY_THREADED, NULL));
-    ROW(rq_queue_new, INVALID, "delivery 2", RQ_ERR_INVALID_ARGUMENT, rq_queue_new((rq_delivery)2, &out));
+    {
+        rq_queue *made = NULL;
+        ROWV(rq_queue_new, VALID, "delivery 2 (RQ_DELIVERY_INLINE)", "RQ_OK, a queue",
+             rq_queue_new((rq_delivery)2, &made) == RQ_OK && made != NULL && rq_queue_free(made) == RQ_OK);
+    }
+    ROW(rq_queue_new, INVALID, "delivery 3", RQ_ERR_INVALID_ARGUMENT, rq_queue_new((rq_delivery)3, &out));
     ROW(rq_queue_new, INVALID, "delivery -1", RQ_ERR_INVALID_ARGUMENT, rq_queue_new((rq_delivery)-1, &out));
     ROW(rq_queue_new, INVALID, "delivery INT_MAX", RQ_ERR_INVALID_ARGUMENT, rq_queue_new((rq_delivery)INT_MAX, &out));
     ROWV(rq_queue_new, INVALID, "delivery 7: out_queue written?", "RQ_ERR_INVALID_ARGUMENT, out_queue untouched",
@@ -496,11 +511,14 @@ static void rows_queues(void) {
     ROW(rq_queue_get_fd, FOREIGN, "a request handle", RQ_ERR_INVALID_HANDLE, rq_queue_get_fd(as_queue, &fd));
     ROWV(rq_queue_get_fd, STATE, "a threaded queue", "RQ_ERR_WRONG_DELIVERY, out untouched",
          rq_queue_get_fd(q, &fd) == RQ_ERR_WRONG_DELIVERY && fd == -7);
+    ROWV(rq_queue_get_fd, STATE, "an inline queue", "RQ_ERR_WRONG_DELIVERY, out untouched",
+         rq_queue_get_fd(iq, &fd) == RQ_ERR_WRONG_DELIVERY && fd == -7);
 
     ROW(rq_queue_dispatch, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT, rq_queue_dispatch(NULL, 0, &n));
     ROW(rq_queue_dispatch, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE, rq_queue_dispatch(freed, 0, &n));
     ROW(rq_queue_dispatch, FOREIGN, "0x10", RQ_ERR_INVALID_HANDLE, rq_queue_dispatch(foreign(1), 0, &n));
     ROW(rq_queue_dispatch, STATE, "a threaded queue", RQ_ERR_WRONG_DELIVERY, rq_queue_dispatch(q, 0, &n));
+    ROW(rq_queue_dispatch, STATE, "an inline queue", RQ_ERR_WRONG_DELIVERY, rq_queue_dispatch(iq, 0, &n));
     ROW(rq_queue_dispatch, VALID, "out_ran NULL (allowed)", RQ_OK, rq_queue_dispatch(dq, 0, NULL));
     ROW(rq_queue_dispatch, VALID, "max_callbacks SIZE_MAX", RQ_OK, rq_queue_dispatch(dq, SIZE_MAX, &n));
 
@@ -607,6 +625,7 @@ static void rows_queues(void) {
     CHECK_OK(rq_request_free(r));
     CHECK_OK(rq_queue_free(q));
     CHECK_OK(rq_queue_free(dq));
+    CHECK_OK(rq_queue_free(iq));
 }
 
 static void rows_request_new(void) {
@@ -1461,8 +1480,8 @@ static void rows_responses_and_challenges(void) {
     metrics.size = sizeof metrics;
     ROW(rq_response_metrics, NULL, "response NULL", RQ_ERR_NULL_ARGUMENT, rq_response_metrics(NULL, &metrics));
 
-    /* A real response, threaded and dispatch (rows recorded inside the completion). */
-    for (int mode = 0; mode < 2; mode++) {
+    /* A real response, in each delivery mode (rows recorded inside the completion). */
+    for (int mode = 0; mode < 3; mode++) {
         struct cb_context c = {NULL, mode, 0};
         rq_request *r;
         char *url = rqt_url(base, "/bytes?n=16");

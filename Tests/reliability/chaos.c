@@ -1,7 +1,7 @@
 /*
  * chaos.c: many requests against a misbehaving server while other threads disturb the queues.
  *
- * Producers add requests to several queues (threaded ones and one in dispatch mode). The requests
+ * Producers add requests to several queues (threaded and inline ones, and one in dispatch mode). The requests
  * aim at the fixture server's normal endpoints and at its faults: TCP resets, stalls, 5xx
  * statuses, truncated bodies, a refused port, flaky endpoints that fail then succeed (with retry),
  * bodies over the request's size limit, total timeouts. At the same time other threads cancel
@@ -115,7 +115,7 @@ struct slot {
 };
 static struct slot slots[MAX_SLOTS];
 static int nslots;
-static int stats_checked;        /* threaded slots 0..nslots-2, the dispatch slot nslots-1 */
+static int stats_checked;        /* threaded or inline slots 0..nslots-2, the dispatch slot nslots-1 */
 static atomic_int running = 1;
 
 static atomic_long n_cancel_tag, n_priority_changes, n_cancel_ok, n_cancel_not_active, n_snapshot_cancels, n_cancel_all,
@@ -577,7 +577,7 @@ static void *disturber(void *arg) {
     return NULL;
 }
 
-/* Frees a random threaded queue mid-flight and puts a new one in its place. */
+/* Frees a random threaded or inline queue mid-flight and puts a new one (either mode) in its place. */
 static void *recycler(void *arg) {
     rel_rng rng;
     rel_rng_seed(&rng, (uint64_t)(uintptr_t)arg);
@@ -586,7 +586,7 @@ static void *recycler(void *arg) {
         if (!atomic_load(&running))
             break;
         struct slot *s = &slots[rel_below(&rng, (unsigned)nslots - 1)];
-        rq_queue *fresh = new_queue(RQ_DELIVERY_THREADED, &rng);
+        rq_queue *fresh = new_queue(rel_below(&rng, 2) ? RQ_DELIVERY_INLINE : RQ_DELIVERY_THREADED, &rng);
         rq_queue *old = atomic_exchange(&s->queue, fresh);
         CHECK_OK(rq_queue_free(old));
         atomic_fetch_add(&n_queues_freed, 1);
@@ -655,7 +655,7 @@ static int fetch_refused_port(void) {
 /* One of each delivery mode, used and freed, so that one-time allocations (libcurl, TLS, the
  * Swift runtime, libdispatch's pool) happen before the baseline is taken. */
 static void warm_up(void) {
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < 3; mode++) {
         rq_queue *q;
         CHECK_OK(rq_queue_new((rq_delivery)mode, &q));
         for (int i = 0; i < 4; i++) {
@@ -713,7 +713,7 @@ int main(int argc, char **argv) {
     const int fds_before = rel_open_fds();
     const int threads_before = rel_threads();
     const long rss_before = rel_rss_kib();
-    printf("chaos: %u requests, %u threaded queues + 1 dispatch queue, %u producers, seed %" PRIu64
+    printf("chaos: %u requests, %u threaded/inline queues + 1 dispatch queue, %u producers, seed %" PRIu64
            ", refused port %d; before: %d fds, %d threads, %ld KiB\n",
            total, nqueues, nproducers, seed, refused_port, fds_before, threads_before, rss_before);
     fflush(stdout);
@@ -725,7 +725,8 @@ int main(int argc, char **argv) {
     nslots = (int)nqueues + 1;
     for (int i = 0; i < nslots; i++) {
         slots[i].dispatch = i == nslots - 1;
-        atomic_store(&slots[i].queue, new_queue(slots[i].dispatch ? RQ_DELIVERY_DISPATCH : RQ_DELIVERY_THREADED, &rng));
+        rq_delivery mode = slots[i].dispatch ? RQ_DELIVERY_DISPATCH : i % 2 ? RQ_DELIVERY_INLINE : RQ_DELIVERY_THREADED;
+        atomic_store(&slots[i].queue, new_queue(mode, &rng));
     }
 
     double start = rqt_now();

@@ -4,8 +4,8 @@
  * For each pair of operations (A, B) among those below, and for each state the shared request
  * can be in when they start (new, waiting in a suspended queue, running, waiting at an
  * authentication challenge, completed with its response retained, sharing the running transfer of
- * an equal request in a coalescing queue), the harness makes a fresh queue (threaded or, every
- * other time, in dispatch mode) and request, then lets two worker threads loose at once from a
+ * an equal request in a coalescing queue), the harness makes a fresh queue (threaded, dispatch or
+ * inline mode, in turn) and request, then lets two worker threads loose at once from a
  * spinning start line, one running A and the other B (both the same call for a pair of a call
  * with itself), on the same queue, request, challenge and response. Afterwards it frees what the
  * calls left and checks:
@@ -343,12 +343,12 @@ static void *watchdog(void *arg) {
 
 static const char *base;
 
-static struct shared *prepare(enum state state, int dispatch) {
+static struct shared *prepare(enum state state, rq_delivery mode) {
     struct shared *s = calloc(1, sizeof *s);
     char *url;
     CHECK(s != NULL, "out of memory");
-    s->dispatch = dispatch;
-    CHECK_OK(rq_queue_new(dispatch ? RQ_DELIVERY_DISPATCH : RQ_DELIVERY_THREADED, &s->queue));
+    s->dispatch = mode == RQ_DELIVERY_DISPATCH;
+    CHECK_OK(rq_queue_new(mode, &s->queue));
     switch (state) {
     case S_RUNNING:
     case S_COALESCED: url = rqt_url(base, "/delay?s=2"); break;
@@ -487,11 +487,12 @@ int main(int argc, char **argv) {
                 if (round == 0)
                     pairs++;
                 for (int st = 0; st < S_COUNT; st++) {
-                    int dispatch = (round + a + b + st) & 1;
+                    static const char *const mode_names[] = {"threaded", "dispatch", "inline"};
+                    rq_delivery mode = (rq_delivery)((round + a + b + st) % 3);
                     snprintf(where, sizeof where, "%s x %s, %s request, %s queue", ops[a].name, ops[b].name,
-                             state_names[st], dispatch ? "dispatch" : "threaded");
+                             state_names[st], mode_names[mode]);
                     atomic_store(&phase_started, rqt_now());
-                    struct shared *s = prepare((enum state)st, dispatch);
+                    struct shared *s = prepare((enum state)st, mode);
                     current = s;
                     current_ops[0] = &ops[a];
                     current_ops[1] = &ops[b];

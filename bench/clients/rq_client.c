@@ -7,10 +7,12 @@
  *           of the C reference, and of a client that does not know its next request in
  *           advance): at most K exist at any time, and every add comes from a callback.
  *
- *     rq_client threaded|dispatch URL N K [stream | file PATH] [refill]
+ *     rq_client threaded|dispatch|inline URL N K [stream | file PATH] [refill]
  *
  * threaded: completions run on the queue's delivery thread; the main thread blocks in
  *           rq_queue_wait_idle.
+ * inline:   completions (and body pieces) run on the queue's engine thread (RQ_DELIVERY_INLINE,
+ *           as libcurl's own callbacks do); the main thread blocks in rq_queue_wait_idle.
  * dispatch: completions run on the main thread, in a poll() loop on rq_queue_get_fd that calls
  *           rq_queue_dispatch whenever the descriptor is readable.
  * By default the library hands the completion the whole body; it is counted and released when
@@ -90,7 +92,8 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
 }
 
 int main(int argc, char **argv) {
-    int usage = argc < 5 || (strcmp(argv[1], "threaded") != 0 && strcmp(argv[1], "dispatch") != 0);
+    int usage = argc < 5 || (strcmp(argv[1], "threaded") != 0 && strcmp(argv[1], "dispatch") != 0 &&
+                             strcmp(argv[1], "inline") != 0);
     for (int i = 5; i < argc && !usage; i++) {
         if (strcmp(argv[i], "stream") == 0) stream = rq_request_set_body_callback != NULL;
         else if (strcmp(argv[i], "file") == 0 && i + 1 < argc && rq_request_set_output_file != NULL &&
@@ -100,10 +103,13 @@ int main(int argc, char **argv) {
         else usage = 1;
     }
     if (usage) {
-        fprintf(stderr, "usage: %s threaded|dispatch URL N K [stream | file PATH] [refill]\n", argv[0]);
+        fprintf(stderr, "usage: %s threaded|dispatch|inline URL N K [stream | file PATH] [refill]\n", argv[0]);
         return 2;
     }
     int dispatch = strcmp(argv[1], "dispatch") == 0;
+    /* RQ_DELIVERY_INLINE is 2 (spelled as a number: older headers do not name it). */
+    rq_delivery delivery = dispatch ? RQ_DELIVERY_DISPATCH
+                           : strcmp(argv[1], "inline") == 0 ? (rq_delivery)2 : RQ_DELIVERY_THREADED;
     url = argv[2];
     long n = bench_count(argv[3], "N"), k = bench_count(argv[4], "K");
     total = n;
@@ -111,7 +117,7 @@ int main(int argc, char **argv) {
     struct bench_clock clock;
     bench_start(&clock);
     rq_queue *queue;
-    check(rq_queue_new(dispatch ? RQ_DELIVERY_DISPATCH : RQ_DELIVERY_THREADED, &queue), "rq_queue_new");
+    check(rq_queue_new(delivery, &queue), "rq_queue_new");
     check(rq_queue_set_max_concurrent(queue, (size_t)k), "rq_queue_set_max_concurrent");
     check(rq_queue_set_duplicates(queue, RQ_DUPLICATES_ALLOW), "rq_queue_set_duplicates");
     for (long i = 0; i < (refill && k < n ? k : n); i++) add_one(queue);
