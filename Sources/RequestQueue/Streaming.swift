@@ -109,11 +109,11 @@ final class StreamFlow: @unchecked Sendable {
 }
 
 /// The full-size chunk buffers of one queue's streamed bodies, kept for reuse from one piece and
-/// one body to the next: a buffer freshly malloc'ed costs a page fault per 4 KiB on its first
-/// fill (glibc returns freed memory of this size to the system, and libcurl's next read takes it
-/// back: about 160 page faults per 10 MiB body were measured with a new set of buffers per body).
-/// It keeps at most `perStream` free chunks for each attempt streaming now, and as many while
-/// the queue has more requests scheduled after the last one ended; once it has none, its chunks
+/// one body to the next. Buffers freed at the end of each body cost the next body a page fault
+/// per 4 KiB of its fresh ones (glibc gives memory trimmed from the engine thread's arena back to
+/// the system): 137-145 page faults per 10 MiB body were measured (bench/README.md). The pool
+/// keeps at most `perStream` free chunks for each attempt streaming now, and as many while the
+/// queue has more requests scheduled after its last stream ended; once it has none, its chunks
 /// are freed, and so are those delivered later.
 // @unchecked Sendable: `free`, `streams` and `warm` are only touched under `lock` (a pthread
 // mutex, for the reason given at `StreamFlow`).
@@ -191,9 +191,9 @@ final class ChunkCounts: Sendable {
 /// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
 /// Full-size chunks are recycled through the queue's `ChunkPool`.
 // @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
-// took it back from the flow's spares; the delivering thread only reads it between the post and
-// its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
-// these accesses.
+// took it back from the pool; the delivering thread only reads it between the post and its return
+// to the pool. The queue's monitor (the post) and the pool's lock (the return) order these
+// accesses.
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
     /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
