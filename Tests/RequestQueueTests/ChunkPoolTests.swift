@@ -69,9 +69,11 @@ import Testing
             pieces += s.calls
         }
         let counts = try pool(q).counts
-        // The buffers went round: far fewer were made than pieces were delivered.
-        #expect(counts.total.load(ordering: .relaxed) <= starts.count * ChunkPoolTests.perAttempt + starts.count)
-        #expect(pieces > 2 * counts.total.load(ordering: .relaxed))
+        // The buffers went round: fewer were made than pieces were delivered, and no more than
+        // the transfers could hold at once (and a few made again after a trim).
+        let made = counts.total.load(ordering: .relaxed)
+        #expect(made <= starts.count * ChunkPoolTests.perAttempt + starts.count)
+        #expect(pieces > made, "\(pieces) pieces, \(made) chunks made")
     }
 
     /// A host that dispatches slowly: three 16 MiB bodies at once never hold more buffers than
