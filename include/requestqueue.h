@@ -1003,7 +1003,10 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    one 256 KiB), the transfer is paused (libcurl stops reading the connection and TCP slows the
  *    server down) and it resumes once the callbacks have caught up. A slow callback, or a
  *    dispatch-mode host that dispatches slowly, thus slows the download instead of filling
- *    memory. Time spent paused does not count toward the idle timeout
+ *    memory. The 256 KiB buffers are reused from piece to piece and from one streamed body to
+ *    the next: a queue keeps at most 6 free ones (1.5 MiB) per transfer streaming at the time (6
+ *    between two streamed bodies), and frees them all once a streamed transfer ends with nothing
+ *    else of the queue scheduled. Time spent paused does not count toward the idle timeout
  *    (`rq_request_set_idle_timeout`); it does count toward the total timeout
  *    (`rq_request_set_timeout`).
  *  - Retries: pieces of a failed attempt have been delivered; the next attempt starts the body

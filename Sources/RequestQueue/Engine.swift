@@ -504,6 +504,13 @@ final class Engine: @unchecked Sendable {
         fillingChunks.removeAll(keepingCapacity: true)
     }
 
+    /// The buffers of this queue's streamed bodies (Streaming.swift).
+    let chunkPool = ChunkPool()
+
+    /// Whether the queue has nothing scheduled but the attempt that is ending: a streamed one
+    /// then lets the queue's `chunkPool` free its buffers.
+    func nothingElseScheduled() -> Bool { queue.monitor.withLock { queue.state.scheduledCount <= 1 } }
+
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
     func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk, urgent: Bool) -> Bool {
         queue.post(request, generation: generation, urgent: urgent) { .chunk($0, chunk) }

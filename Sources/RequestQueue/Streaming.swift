@@ -5,13 +5,13 @@ import Synchronization
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
 
-/// Flow control of a body streamed to a callback, and the chunk buffers it recycles. It counts
-/// the memory of the chunks that the engine thread filled and the delivery has not given back yet
-/// (the capacity of each, not only the bytes in it: a chunk holding a few bytes costs its whole
-/// buffer). When that reaches `highWater`, the engine pauses the transfer (libcurl stops reading
-/// the socket), and the delivery asks for it to resume once it dropped to `lowWater`. Shared by
-/// the attempts of one request.
-// @unchecked: `resumeWanted`, `spare` and `recycling` are only touched under `lock`, a pthread
+/// Flow control of a body streamed to a callback. It counts the memory of the chunks that the
+/// engine thread filled and the delivery has not given back yet (the capacity of each, not only
+/// the bytes in it: a chunk holding a few bytes costs its whole buffer). When that reaches
+/// `highWater`, the engine pauses the transfer (libcurl stops reading the socket), and the
+/// delivery asks for it to resume once it dropped to `lowWater`. Shared by the attempts of one
+/// request. Its full-size chunks come from, and go back to, the queue's `ChunkPool`.
+// @unchecked: `resumeWanted`, `pool` and `streaming` are only touched under `lock`, a pthread
 // mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
 // step would report its accesses as races). `pending` is atomic: it is read without the lock
 // (`backlogged`), and decreased under the lock only (`delivered`), where `resumeWanted` is
@@ -21,16 +21,17 @@ final class StreamFlow: @unchecked Sendable {
     static let highWater = 1 << 20
     /// Memory of undelivered chunks at or below which a paused transfer resumes.
     static let lowWater = highWater / 2
-    /// Delivered chunks kept for reuse while an attempt streams: as many as flow control lets
-    /// wait for delivery, and two more (the one being filled, the one being delivered).
-    static let spareLimit = highWater / StreamChunk.capacity + 2
+    /// Memory of posted chunks waiting for delivery at which the delivery is told at once
+    /// (`backlogged`), rather than at the end of the engine's batch.
+    static let signalAt = highWater - StreamChunk.capacity
 
     private let lock = Lock()
     private let pending = Atomic<Int>(0)
     private var resumeWanted = false
-    /// Delivered full-size chunks, for the engine to fill again; kept only while `recycling`.
-    private var spare: [StreamChunk] = []
-    private var recycling = false
+    /// The pool the current attempt takes its chunks from, and whether that attempt counts among
+    /// the pool's streams (from its first chunk to `stopStreaming`).
+    private var pool: ChunkPool?
+    private var streaming = false
 
     enum Take {
         case chunk(StreamChunk)
@@ -40,21 +41,22 @@ final class StreamFlow: @unchecked Sendable {
         case outOfMemory
     }
 
-    /// Engine thread: an empty full-size chunk for the piece of the body that starts at `offset`
-    /// (a delivered one when there is one), unless the undelivered memory reached `highWater`
-    /// (and not `beyondLimit`).
-    func takeChunk(offset: UInt64, beyondLimit: Bool) -> Take {
-        let taken: (Bool, StreamChunk?) = lock.withLock {
+    /// Engine thread: an empty full-size chunk from `pool` for the piece of the body that starts
+    /// at `offset`, unless the undelivered memory reached `highWater` (and not `beyondLimit`).
+    func takeChunk(from pool: ChunkPool, offset: UInt64, beyondLimit: Bool) -> Take {
+        let starts: Bool? = lock.withLock {
             if !beyondLimit, pending.load(ordering: .relaxed) >= StreamFlow.highWater {
                 resumeWanted = true
-                return (false, nil)
+                return nil
             }
-            recycling = true
             pending.add(StreamChunk.capacity, ordering: .relaxed)
-            return (true, spare.popLast())
+            self.pool = pool
+            defer { streaming = true }
+            return !streaming
         }
-        guard taken.0 else { return .full }
-        guard let chunk = taken.1 ?? StreamChunk(capacity: StreamChunk.capacity) else {
+        guard let starts else { return .full }
+        if starts { pool.streamStarted() }
+        guard let chunk = pool.take() else {
             _ = delivered(nil, capacity: StreamChunk.capacity)
             return .outOfMemory
         }
@@ -62,9 +64,10 @@ final class StreamFlow: @unchecked Sendable {
         return .chunk(chunk)
     }
 
-    /// Whether the undelivered memory reached half the pause threshold: the delivery should run
-    /// now, before the transfer has to pause.
-    var backlogged: Bool { pending.load(ordering: .relaxed) >= StreamFlow.lowWater }
+    /// Whether the posted chunks waiting for delivery reached `signalAt` (`filling`: the
+    /// capacity of the chunk the engine is still filling, counted but not posted): the delivery
+    /// should run now, before the transfer has to pause.
+    func backlogged(filling: Int) -> Bool { pending.load(ordering: .relaxed) - filling >= StreamFlow.signalAt }
 
     /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
     /// the full-size buffer can go on filling); nil when memory ran out.
@@ -76,44 +79,121 @@ final class StreamFlow: @unchecked Sendable {
         return small
     }
 
-    /// `chunk` was delivered, skipped, or never posted: its memory is free (kept for reuse when
-    /// full-size). Returns true when a paused transfer should now resume.
+    /// `chunk` was delivered, skipped, or never posted: its memory is free (a full-size one goes
+    /// back to the pool). Returns true when a paused transfer should now resume.
     func delivered(_ chunk: StreamChunk) -> Bool { delivered(chunk, capacity: chunk.capacity) }
 
     private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
-        lock.withLock {
+        let (resume, pool): (Bool, ChunkPool?) = lock.withLock {
             let left = pending.subtract(capacity, ordering: .relaxed).newValue
-            if let chunk, recycling, capacity == StreamChunk.capacity, spare.count < StreamFlow.spareLimit {
-                spare.append(chunk)
-            }
             if resumeWanted, left <= StreamFlow.lowWater {
                 resumeWanted = false
-                return true
+                return (true, self.pool)
             }
-            return false
+            return (false, self.pool)
+        }
+        if let chunk, capacity == StreamChunk.capacity { pool?.give(chunk) }
+        return resume
+    }
+
+    /// Engine thread: the attempt stopped streaming. `idle`: nothing else of the queue is
+    /// scheduled, so the pool frees its chunks (see `ChunkPool.streamEnded`).
+    func stopStreaming(idle: () -> Bool) {
+        let pool: ChunkPool? = lock.withLock {
+            guard streaming else { return nil }
+            streaming = false
+            return self.pool
+        }
+        pool?.streamEnded(idle: idle())
+    }
+}
+
+/// The full-size chunk buffers of one queue's streamed bodies, kept for reuse from one piece and
+/// one body to the next. Buffers freed at the end of each body cost the next body a page fault
+/// per 4 KiB of its fresh ones (glibc gives memory trimmed from the engine thread's arena back to
+/// the system): 137-145 page faults per 10 MiB body were measured (bench/README.md). The pool
+/// keeps at most `perStream` free chunks for each attempt streaming now, and as many while the
+/// queue has more requests scheduled after its last stream ended; once it has none, its chunks
+/// are freed, and so are those delivered later.
+// @unchecked Sendable: `free`, `streams` and `warm` are only touched under `lock` (a pthread
+// mutex, for the reason given at `StreamFlow`).
+final class ChunkPool: @unchecked Sendable {
+    /// Free chunks kept per streaming attempt: as many as flow control lets wait for delivery,
+    /// and two more (the one being filled, the one being delivered).
+    static let perStream = StreamFlow.highWater / StreamChunk.capacity + 2
+
+    private let lock = Lock()
+    private var free: [StreamChunk] = []
+    /// The chunks of this pool that exist (free, filling, waiting, being delivered).
+    let counts = ChunkCounts()
+    /// Attempts streaming now (from their first chunk to their end).
+    private var streams = 0
+    /// Whether the chunks are kept while no attempt streams: the queue had more requests
+    /// scheduled when its last stream ended.
+    private var warm = false
+
+    private var limit: Int { max(streams, warm ? 1 : 0) * ChunkPool.perStream }
+
+    /// Engine thread: a free chunk, or a new one (nil when memory ran out).
+    func take() -> StreamChunk? {
+        if let chunk = lock.withLock({ free.popLast() }) { return chunk }
+        return StreamChunk(capacity: StreamChunk.capacity, counts: counts)
+    }
+
+    /// A delivered full-size chunk: kept for reuse, or freed beyond the limit.
+    func give(_ chunk: StreamChunk) {
+        let kept: Bool = lock.withLock {
+            guard free.count < limit else { return false }
+            free.append(chunk)
+            return true
+        }
+        _ = kept  // a chunk not kept is freed here, outside the lock
+    }
+
+    func streamStarted() {
+        lock.withLock {
+            streams += 1
+            warm = true
         }
     }
 
-    /// Engine thread: the attempt stopped streaming; the spare chunks are freed, and so are
-    /// those delivered from now on (until an attempt streams again).
-    func stopRecycling() {
-        let dropped: [StreamChunk] = lock.withLock {
-            recycling = false
-            defer { spare = [] }
-            return spare
+    /// An attempt stopped streaming; `idle`: nothing else of the queue is scheduled. Frees the
+    /// chunks beyond the new limit: all of them when no attempt streams and the queue is idle.
+    func streamEnded(idle: Bool) {
+        var dropped: [StreamChunk] = []
+        lock.withLock {
+            streams = max(0, streams - 1)
+            if streams == 0 { warm = !idle }
+            while free.count > limit, let chunk = free.popLast() { dropped.append(chunk) }
         }
         _ = dropped  // freed here, outside the lock
+    }
+}
+
+/// How many chunks a pool made, how many exist now, and the most that existed at once: what the
+/// tests read of its memory (`ChunkPool.counts`).
+final class ChunkCounts: Sendable {
+    let total = Atomic<Int>(0)
+    let live = Atomic<Int>(0)
+    /// Written by the engine thread only (the one that makes chunks).
+    let peak = Atomic<Int>(0)
+
+    /// Engine thread: a chunk was made.
+    fileprivate func made() {
+        total.add(1, ordering: .relaxed)
+        let now = live.add(1, ordering: .relaxed).newValue
+        if now > peak.load(ordering: .relaxed) { peak.store(now, ordering: .relaxed) }
     }
 }
 
 /// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
 /// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, from reads of up
 /// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
-/// Full-size chunks are recycled through the request's `StreamFlow`.
+/// Full-size chunks are recycled through the queue's `ChunkPool`.
 // @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
-// took it back from the flow's spares; the delivering thread only reads it between the post and
-// its return to the flow. The queue's monitor (the post) and the flow's lock (the return) order
-// these accesses.
+// took it back from the pool; the delivering thread only reads it between the post and its return
+// to the pool. The queue's monitor (the post) and the pool's lock (the return) order these
+// accesses.
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
     /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
@@ -129,19 +209,26 @@ final class StreamChunk: @unchecked Sendable {
     static let decodedReadSize = 16 << 10
     let bytes: UnsafeMutablePointer<UInt8>
     let capacity: Int
+    /// The counts of the pool that made it.
+    private let counts: ChunkCounts?
     /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
     var count = 0
     /// Position of the first byte in the body of its attempt.
     private(set) var offset: UInt64 = 0
 
     /// `capacity` > 0; nil when memory ran out.
-    init?(capacity: Int) {
+    init?(capacity: Int, counts: ChunkCounts? = nil) {
         guard capacity > 0, let raw = malloc(capacity) else { return nil }
         bytes = raw.assumingMemoryBound(to: UInt8.self)
         self.capacity = capacity
+        self.counts = counts
+        counts?.made()
     }
 
-    deinit { free(bytes) }
+    deinit {
+        free(bytes)
+        counts?.live.subtract(1, ordering: .relaxed)
+    }
 
     func reset(offset: UInt64) {
         count = 0

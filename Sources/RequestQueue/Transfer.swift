@@ -275,7 +275,7 @@ final class Transfer {
         if let flow = request?.flow {
             // A chunk not posted yet (the attempt was stopped while filling it) is dropped.
             if let left = chunk { _ = flow.delivered(left) }
-            flow.stopRecycling()
+            flow.stopStreaming(idle: engine.nothingElseScheduled)
         }
         chunk = nil
         fillNext = nil
@@ -624,7 +624,7 @@ final class Transfer {
             // byte of the piece was taken (libcurl passes it again on resuming).
             var fresh: StreamChunk?
             if size > (chunk.map { $0.capacity - $0.count } ?? 0) {
-                switch flow.takeChunk(offset: streamed, beyondLimit: false) {
+                switch flow.takeChunk(from: engine.chunkPool, offset: streamed, beyondLimit: false) {
                 case .chunk(let empty):
                     fresh = empty
                 case .full:
@@ -644,7 +644,7 @@ final class Transfer {
                     if let empty = fresh {
                         chunk = empty
                         fresh = nil
-                    } else if case .chunk(let empty) = flow.takeChunk(offset: streamed, beyondLimit: true) {
+                    } else if case .chunk(let empty) = flow.takeChunk(from: engine.chunkPool, offset: streamed, beyondLimit: true) {
                         // (No piece is larger than a chunk: libcurl passes at most its read size, which is
                         // no more than a chunk's capacity.)
                         chunk = empty
@@ -661,7 +661,7 @@ final class Transfer {
                 let n = current.fill(data + taken, size - taken)
                 taken += n
                 streamed += UInt64(n)
-                if current.isFull { postFilledChunk() }
+                if current.isFull { postFilledChunk(holding: fresh?.capacity ?? 0) }
             }
             if let fresh { _ = flow.delivered(fresh) }
             received += Int64(size)
@@ -703,7 +703,8 @@ final class Transfer {
     /// A chunk holding a quarter of its size or less (a slow or bursty server) is posted as a
     /// copy of its own size, and the full-size buffer goes on filling: flow control counts the
     /// memory of the chunks, which would otherwise be mostly empty.
-    func postFilledChunk() {
+    /// `holding`: the capacity of an empty chunk taken for the next bytes and not in `chunk` yet.
+    func postFilledChunk(holding: Int = 0) {
         syncFill()
         guard let current = chunk, current.count > 0, let request, let flow = request.flow else { return }
         let posted: StreamChunk
@@ -714,7 +715,8 @@ final class Transfer {
             posted = current
             chunk = nil
         }
-        if !engine.postChunk(request, generation, posted, urgent: flow.backlogged) { _ = flow.delivered(posted) }
+        let urgent = flow.backlogged(filling: (chunk?.capacity ?? 0) + holding)
+        if !engine.postChunk(request, generation, posted, urgent: urgent) { _ = flow.delivered(posted) }
     }
 
     /// Brings the count of the chunk being filled up to date with the fast path's copies (see
