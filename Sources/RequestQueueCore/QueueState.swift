@@ -101,42 +101,35 @@ public final class QueueState<Key: Hashable, Ref> {
         case authWait
     }
 
-    /// A request's state and what the owner gave for it, in one place (40 bytes): a cancel in a
-    /// queue of a million reads one record, not one in each of two maps (each a cache and TLB
-    /// miss). Changed in place (`records.modify`), so that an update costs no reference counting.
+    /// A request's state; plain values, so that updating one costs no reference counting (its
+    /// `Ref` is kept apart, in `refs`).
     struct Record {
-        let ref: Ref
-        var generation: UInt64 = 0
-        var attempts = 0
-        /// Saturates (at 2^31 - 1 rejected credentials).
-        var rejectedCredentials: Int32 = 0
-        /// A follower: the leader whose transfer it shares (`leader`); `UInt32.max` for none.
-        /// Ids in the records are slot numbers, at most `SlotMap.maxID` (the map stores no other).
-        private var leaderSlot = UInt32.max
-        var phase = Phase.waiting
         /// It has a head callback.
         let wantsHead: Bool
         let hasAuthHandler: Bool
         /// It does not stream its body: others may share its transfer.
         let canLead: Bool
+        var phase = Phase.waiting
+        var generation: UInt64 = 0
+        var attempts = 0
+        /// A follower: the leader whose transfer it shares.
+        var leader: UInt64?
         var detached = false
         var hasCredentials = false
+        var rejectedCredentials = 0
 
-        init(_ ref: Ref, _ traits: RequestTraits, generation: UInt64 = 0, leader: UInt64? = nil) {
-            self.ref = ref
-            self.generation = generation
+        init(_ traits: RequestTraits, leader: UInt64? = nil) {
             wantsHead = traits.wantsHead
             hasAuthHandler = traits.hasAuthHandler
             canLead = !traits.streamsBody
-            if let leader { leaderSlot = UInt32(truncatingIfNeeded: leader) }
+            self.leader = leader
         }
-
-        var leader: UInt64? { leaderSlot == .max ? nil : UInt64(leaderSlot) }
     }
 
     public private(set) var scheduler = Scheduler<Key>()
-    /// Every request in the queue, by id, with what the owner wants back in its actions.
+    /// Every request in the queue, by id, and what the owner wants back in its actions.
     private var records = SlotMap<Record>()
+    private var refs = SlotMap<Ref>()
     /// By slot: the last generation of the request that last had the slot (0 for a follower,
     /// which never has an attempt of its own).
     private var retiredGenerations: [UInt64] = []
@@ -171,7 +164,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func isDetached(_ id: UInt64) -> Bool { records[id]?.detached == true }
 
     /// What the owner gave for `id` when it was added; nil when `id` is not in the queue.
-    public func ref(_ id: UInt64) -> Ref? { records[id]?.ref }
+    public func ref(_ id: UInt64) -> Ref? { refs[id] }
 
     /// Whether `generation` is the running attempt of the request (reports of it count).
     public func isCurrent(_ id: UInt64, generation: UInt64) -> Bool {
@@ -213,10 +206,10 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
-        if !record.detached, !wantsHead || record.wantsHead { body(record.ref) }
+        if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
         guard let list = followers[id] else { return }
         for follower in list {
-            if let f = records[follower], !wantsHead || f.wantsHead { body(f.ref) }
+            if let f = records[follower], !wantsHead || f.wantsHead, let ref = refs[follower] { body(ref) }
         }
     }
 
@@ -231,7 +224,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func forEachFollower(of id: UInt64, _ body: (Ref) -> Void) {
         guard let list = followers[id] else { return }
         for follower in list {
-            if let ref = records[follower]?.ref { body(ref) }
+            if let ref = refs[follower] { body(ref) }
         }
     }
 
@@ -242,8 +235,8 @@ public final class QueueState<Key: Hashable, Ref> {
         var list: [Ref] = []
         list.reserveCapacity(count)
         for id in running + waiting {
-            guard let record = records[id] else { continue }
-            if !record.detached { list.append(record.ref) }
+            guard let record = records[id], let ref = refs[id] else { continue }
+            if !record.detached { list.append(ref) }
             forEachFollower(of: id) { list.append($0) }
         }
         return list
@@ -278,8 +271,8 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Requests queued before a per-host limit was on get their origins when one is turned on.
     private func assignOrigins(_ origin: (Ref) -> String) {
         if scheduler.usesOrigins, !originsAssigned {
-            let records = records
-            scheduler.assignOrigins { id in records[id].map { origin($0.ref) } ?? "" }
+            let refs = refs
+            scheduler.assignOrigins { id in refs[id].map(origin) ?? "" }
         }
         originsAssigned = scheduler.usesOrigins
     }
@@ -318,7 +311,8 @@ public final class QueueState<Key: Hashable, Ref> {
            let leaderID = scheduler.ids(withKey: key).first, let leader = records[leaderID], leader.canLead,
            !traits.wantsHead || scheduler.placement(of: leaderID) != .running {
             // Share the transfer of an equal request already waiting or running.
-            records[id] = Record(ref, traits, leader: leaderID)
+            records[id] = Record(traits, leader: leaderID)
+            refs[id] = ref
             var list = followers.removeValue(forKey: leaderID) ?? []
             list.append(id)
             followers[leaderID] = list
@@ -332,11 +326,12 @@ public final class QueueState<Key: Hashable, Ref> {
                                      priority: traits.priority) { old, placement in
             if placement == .running { replacedRunning.append(old) }
         } ?? []
-        var generation: UInt64 = 0
-        if let slot = Int(exactly: id), slot < retiredGenerations.count { generation = retiredGenerations[slot] }
-        records[id] = Record(ref, traits, generation: generation)
+        var record = Record(traits)
+        if let slot = Int(exactly: id), slot < retiredGenerations.count { record.generation = retiredGenerations[slot] }
+        records[id] = record
+        refs[id] = ref
         for old in replaced {
-            if replacedRunning.contains(old), let earlier = records[old]?.ref { actions.append(.abort(earlier)) }
+            if replacedRunning.contains(old), let earlier = refs[old] { actions.append(.abort(earlier)) }
             complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
         }
         startStartable(now: now, into: &actions)
@@ -378,10 +373,10 @@ public final class QueueState<Key: Hashable, Ref> {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
-        guard var record = records[id] else { return false }
-        let ref = record.ref
+        guard var record = records[id], let ref = refs[id] else { return false }
         if let leaderID = record.leader {
             records[id] = nil
+            refs[id] = nil
             followerCount -= 1
             tally(.cancelled, downloaded: 0, uploaded: 0)
             actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
@@ -416,18 +411,17 @@ public final class QueueState<Key: Hashable, Ref> {
                              method: String, random: Double, now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
-              record.generation == generation else { return actions }
-        let ref = record.ref
+              record.generation == generation, let ref = refs[id] else { return actions }
         let decision = AttemptDecision.decide(outcome: report.outcome, status: report.status,
                                               hasAuthHandler: record.hasAuthHandler && !record.detached,
                                               retry: retry, attempt: record.attempts, method: method,
                                               retryAfter: report.retryAfter, random: random)
         switch decision {
         case .challenge:
-            if record.hasCredentials, record.rejectedCredentials < .max { record.rejectedCredentials += 1 }
+            if record.hasCredentials { record.rejectedCredentials += 1 }
             record.phase = .authWait
             records[id] = record
-            actions.append(.challenge(ref, generation: generation, failures: Int(record.rejectedCredentials)))
+            actions.append(.challenge(ref, generation: generation, failures: record.rejectedCredentials))
         case .retry(let delay):
             if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
             // The attempt is counted when it starts (`retryDue`): a request cancelled during the
@@ -459,11 +453,11 @@ public final class QueueState<Key: Hashable, Ref> {
     public func retryDue(_ id: UInt64, generation: UInt64) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .retryWait,
-              record.generation == generation else { return actions }
+              record.generation == generation, let ref = refs[id] else { return actions }
         record.attempts += 1
         record.phase = .running
         records[id] = record
-        actions.append(.start(record.ref, generation: generation, attempt: record.attempts))
+        actions.append(.start(ref, generation: generation, attempt: record.attempts))
         return actions
     }
 
@@ -476,7 +470,7 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The authentication handler answered the challenge of `generation`. Nil when the request no
     /// longer awaits that answer.
     public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer, now: Double) -> QueueActions<Ref>? {
-        guard awaitsAnswer(id, generation: generation), var record = records[id] else { return nil }
+        guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = refs[id] else { return nil }
         var actions = QueueActions<Ref>()
         switch answer {
         case .credential:
@@ -484,7 +478,7 @@ public final class QueueState<Key: Hashable, Ref> {
             record.generation &+= 1
             record.phase = .running
             records[id] = record
-            actions.append(.start(record.ref, generation: record.generation, attempt: record.attempts))
+            actions.append(.start(ref, generation: record.generation, attempt: record.attempts))
             return actions
         case .continueWithout(let report):
             if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
@@ -517,11 +511,11 @@ public final class QueueState<Key: Hashable, Ref> {
     private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
         scheduler.takeStartable(now: now) { id in
             // The record changes in place (no copy out and back).
-            guard let (ref, generation) = records.modify(id, { record -> (Ref, UInt64) in
+            guard let ref = refs[id], let generation = records.modify(id, { record -> UInt64 in
                 record.phase = .running
                 record.generation &+= 1
                 record.attempts = 1
-                return (record.ref, record.generation)
+                return record.generation
             }) else { return }
             stats.started += 1
             actions.append(.start(ref, generation: generation, attempt: 1))
@@ -545,8 +539,7 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The one completion of a request and of those sharing its transfer.
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
-        guard let record = records.removeValue(forKey: id) else { return }
-        let ref = record.ref
+        guard let record = records.removeValue(forKey: id), let ref = refs.removeValue(forKey: id) else { return }
         retire(id, generation: record.generation)
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
@@ -562,7 +555,8 @@ public final class QueueState<Key: Hashable, Ref> {
         }
         guard let list = followers.removeValue(forKey: id) else { return }
         for followerID in list {
-            guard let follower = records.removeValue(forKey: followerID)?.ref else { continue }
+            records[followerID] = nil
+            guard let follower = refs.removeValue(forKey: followerID) else { continue }
             followerCount -= 1
             tally(outcome, downloaded: down, uploaded: up)
             actions.append(.complete(follower, ending, attempts: record.attempts, sharing: true))
