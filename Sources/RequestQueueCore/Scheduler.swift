@@ -300,7 +300,10 @@ public struct Scheduler<Key: Hashable> {
     public func snapshot() -> (running: [UInt64], waiting: [UInt64]) {
         var started: [(id: UInt64, sequence: UInt64)] = []
         started.reserveCapacity(running)
-        for (id, entry) in entries where entry.isRunning { started.append((id, entry.stamp)) }
+        // (Every slot is visited: not at all when none runs, e.g. when an idle queue is freed.)
+        if running > 0 {
+            for (id, entry) in entries where entry.isRunning { started.append((id, entry.stamp)) }
+        }
         let runningIDs = started.sorted { $0.sequence < $1.sequence }.map(\.id)
         var waitingIDs: [UInt64] = []
         waitingIDs.reserveCapacity(waitingCount)
