@@ -502,9 +502,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Keeps the last generation of a request that leaves its slot (see the type's comment).
     private func retire(_ id: UInt64, generation: UInt64) {
         guard generation > 0, let slot = Int(exactly: id) else { return }
-        if slot >= retiredGenerations.count {
-            retiredGenerations.append(contentsOf: repeatElement(0, count: slot - retiredGenerations.count + 1))
-        }
+        // One 0 at a time, as in `SlotMap`: slots grow by one, and appending a `repeatElement`
+        // sequence cost several hundred instructions for that one element.
+        while retiredGenerations.count <= slot { retiredGenerations.append(0) }
         retiredGenerations[slot] = generation
     }
 

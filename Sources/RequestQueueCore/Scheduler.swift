@@ -258,18 +258,19 @@ public struct Scheduler<Key: Hashable> {
 
     /// `takeStartable`, calling `start` with each id in start order instead of making a list.
     public mutating func takeStartable(now: Double = 0, _ start: (UInt64) -> Void) {
+        // The limits do not change during the loop: read once.
+        let countsOrigins = usesOrigins, rateLimit = rateLimit
         while !isSuspended, maxConcurrent == 0 || running < maxConcurrent,
               let id = nextEligible(now: now) {
             startSequence += 1
             let sequence = startSequence
-            let needsOrigin = usesOrigins || rateLimit?.perHost == true
-            let origin = needsOrigin ? origins[id] ?? "" : ""
+            let origin = countsOrigins ? origins[id] ?? "" : ""
             entries.modify(id) { entry in
                 entry.stamp = sequence
                 entry.isRunning = true
             }
             running += 1
-            if usesOrigins { runningPerOrigin[origin, default: 0] += 1 }
+            if countsOrigins { runningPerOrigin[origin, default: 0] += 1 }
             if let rateLimit {
                 let bucket = rateLimit.perHost ? origin : ""
                 _ = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)].take(now: now)
