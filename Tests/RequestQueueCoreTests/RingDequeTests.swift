@@ -196,6 +196,57 @@ import RequestQueueCore
         #expect(d.first === kept)
     }
 
+    /// A full deque grows with its head at every position of its storage (8 and 16 slots), from
+    /// either end: the order is kept, and every element is released exactly once, when it leaves
+    /// (moved, neither copied nor lost).
+    @Test(arguments: [8, 16])
+    func growingWhenFullFromEveryHeadPosition(capacity: Int) {
+        final class Counted {
+            let value: Int
+            let released: (Int) -> Void
+            init(_ value: Int, released: @escaping (Int) -> Void) {
+                self.value = value
+                self.released = released
+            }
+            deinit { released(value) }
+        }
+        for shift in 0..<capacity {
+            for atFront in [false, true] {
+                var releases: [Int: Int] = [:]
+                do {
+                    var d = RingDeque<Counted>()
+                    var model: [Int] = []
+                    var next = 0
+                    func make() -> Counted {
+                        defer { next += 1 }
+                        return Counted(next) { releases[$0, default: 0] += 1 }
+                    }
+                    // Fill to `capacity` (grown from 8 as needed), move the head by `shift`,
+                    // refill to full: the next push grows a deque whose head is at `shift`.
+                    for _ in 0..<capacity { let c = make(); model.append(c.value); d.pushBack(c) }
+                    for _ in 0..<shift { #expect(d.popFront()?.value == model.removeFirst()) }
+                    for _ in 0..<shift { let c = make(); model.append(c.value); d.pushBack(c) }
+                    #expect(d.count == capacity)
+                    do {
+                        let c = make()
+                        if atFront { model.insert(c.value, at: 0); d.pushFront(c) } else { model.append(c.value); d.pushBack(c) }
+                    }
+                    #expect(d.map(\.value) == model, "shift \(shift), front \(atFront)")
+                    // And it keeps working as a ring after the growth.
+                    for _ in 0..<3 { #expect(d.popFront()?.value == model.removeFirst()) }
+                    for _ in 0..<5 { let c = make(); model.append(c.value); d.pushBack(c) }
+                    #expect(d.map(\.value) == model, "shift \(shift), front \(atFront), after growth")
+                    // Drained, the deque holds nothing: no element stays behind in its storage.
+                    while let x = d.popFront() { #expect(x.value == model.removeFirst()) }
+                    #expect(releases.count == next, "shift \(shift), front \(atFront): kept after the drain")
+                    withExtendedLifetime(d) {}
+                }
+                #expect(releases.count == capacity + shift + 1 + 5, "shift \(shift)")
+                #expect(releases.values.allSatisfy { $0 == 1 }, "shift \(shift): an element released twice")
+            }
+        }
+    }
+
     /// Random pushes at both ends, pops, and retains, compared after every step with an Array.
     @Test(arguments: [1, 2, 3, 42, 0xDEAD_BEEF] as [UInt64])
     func matchesArrayModel(seed: UInt64) {
