@@ -50,20 +50,38 @@ public struct RingDeque<Element> {
     private mutating func growIfFull() {
         if count < storage.count { return }
         let capacity = storage.count
-        guard capacity > 0 else {
-            storage = [Element?](repeating: nil, count: 8)
-            head = 0
-            return
+        // Moved to a new array of twice the size, in order from index 0: one bitwise move per
+        // element (no reference counting), nil written only in the new half and in the old slots
+        // (which the old array's release then finds empty). Before, the new array was filled with
+        // nil first and every element taken out of the old one and written again, element by
+        // element: with a million queued events, about 1.5 more cache-line misses per element
+        // (bench/README.md, "The queue at scale").
+        let newCapacity = Swift.max(8, capacity * 2)
+        let head = head
+        var moved = false
+        let grown = storage.withUnsafeMutableBufferPointer { old -> [Element?] in
+            [Element?](unsafeUninitializedCapacity: newCapacity) { new, initialized in
+                // A buffer of 8 or more elements has an address; an empty old one may not.
+                guard let to = new.baseAddress else { return }
+                if let from = old.baseAddress {
+                    to.moveInitialize(from: from + head, count: capacity - head)
+                    (to + (capacity - head)).moveInitialize(from: from, count: head)
+                    from.initialize(repeating: nil, count: capacity)
+                }
+                (to + capacity).initialize(repeating: nil, count: newCapacity - capacity)
+                initialized = newCapacity
+                moved = true
+            }
         }
-        // Doubled in place: the array moves its elements to the larger buffer itself (a bitwise
-        // move, no reference counting) and only the new half is written with nil. Before, a new
-        // array was filled with nil, then every element taken out of the old one (a nil written
-        // there too) and written again: with a million queued events, about 2 cache-line writes
-        // per element more (bench/README.md, "The queue at scale"). The elements that had wrapped
-        // around (before `head`) then move to just past the old end, where the doubled mask puts
-        // them.
-        storage.append(contentsOf: repeatElement(nil, count: capacity))
-        for i in 0..<head { storage[capacity + i] = storage[i].take() }
+        if moved {
+            storage = grown
+        } else {
+            // (Not reached: the element by element way.)
+            var slow = [Element?](repeating: nil, count: newCapacity)
+            for i in 0..<count { slow[i] = storage[(head + i) & (capacity - 1)].take() }
+            storage = slow
+        }
+        self.head = 0
     }
 }
 
