@@ -247,6 +247,38 @@ import RequestQueueCore
         }
     }
 
+    /// Growth past the block size of the move (512), with the head in the middle of the storage.
+    @Test func growingALargeWrappedDeque() {
+        final class Counted {
+            let value: Int
+            let released: () -> Void
+            init(_ value: Int, released: @escaping () -> Void) {
+                self.value = value
+                self.released = released
+            }
+            deinit { released() }
+        }
+        var made = 0, releases = 0
+        do {
+            var d = RingDeque<Counted>()
+            var model: [Int] = []
+            func push(_ i: Int, front: Bool = false) {
+                made += 1
+                let c = Counted(i) { releases += 1 }
+                if front { d.pushFront(c); model.insert(i, at: 0) } else { d.pushBack(c); model.append(i) }
+            }
+            for i in 0..<2048 { push(i) }
+            for _ in 0..<1300 { #expect(d.popFront()?.value == model.removeFirst()) }
+            for i in 2048..<3348 { push(i) }   // full again, head at 1300
+            push(-1, front: true)
+            #expect(d.count == 2049)
+            #expect(d.map(\.value) == model)
+            #expect(made - releases == 2049)
+            while let x = d.popFront() { #expect(x.value == model.removeFirst()) }
+            #expect(releases == made)
+        }
+    }
+
     /// Random pushes at both ends, pops, and retains, compared after every step with an Array.
     @Test(arguments: [1, 2, 3, 42, 0xDEAD_BEEF] as [UInt64])
     func matchesArrayModel(seed: UInt64) {
