@@ -247,7 +247,7 @@ import RequestQueueCore
         }
     }
 
-    /// Growth past the block size of the move (512), with the head in the middle of the storage.
+    /// Growth of a large deque (2,048 elements) with the head in the middle of the storage.
     @Test func growingALargeWrappedDeque() {
         final class Counted {
             let value: Int
