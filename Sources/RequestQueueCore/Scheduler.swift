@@ -94,9 +94,16 @@ public struct Scheduler<Key: Hashable> {
         }
     }
 
+    /// A request's one entry (10 bytes; 16 in the map): whether it runs, and its stamp. One map
+    /// for waiting and running requests, so that a cancel or a tombstone check reads one place
+    /// (with a million waiting requests, every separate map is one more cache and TLB miss).
     private struct Entry {
-        var ticket: UInt64
-        var priority: Int
+        /// While waiting: the ticket of its place in its level; while running: the sequence number
+        /// of its start (the start order).
+        var stamp: UInt64
+        /// Its level, in `Scheduler.priorities`.
+        var priority: Int8
+        var isRunning = false
     }
 
     /// Waiting ids in start order per priority level (index 0 is the lowest), each with the ticket
@@ -106,10 +113,8 @@ public struct Scheduler<Key: Hashable> {
     /// Every request, waiting or running: one map, so that starting a request does not move its
     /// entry from one map to another.
     private var entries = SlotMap<Entry>()
-    /// The running requests, with the sequence number of their start (plain values: cheap to
-    /// write and to read, unlike an entry).
-    private var starts = SlotMap<UInt64>()
-    private var running: Int { starts.count }
+    /// The running requests among `entries`.
+    private var running = 0
     /// The duplicate keys and the origins of the requests that have one (a plain `Entry` costs
     /// little to store and to remove; most requests have neither).
     private var keys = SlotMap<Key>()
@@ -131,11 +136,11 @@ public struct Scheduler<Key: Hashable> {
     public var waitingCount: Int { entries.count - running }
 
     public func placement(of id: UInt64) -> Placement? {
-        if starts[id] != nil { return .running }
-        return entries[id] != nil ? .waiting : nil
+        guard let entry = entries[id] else { return nil }
+        return entry.isRunning ? .running : .waiting
     }
 
-    public func priority(of id: UInt64) -> Int? { entries[id]?.priority }
+    public func priority(of id: UInt64) -> Int? { entries[id].map { Int($0.priority) } }
 
     /// The live (waiting or running) ids with an equal key, oldest first.
     public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
@@ -150,10 +155,10 @@ public struct Scheduler<Key: Hashable> {
     /// not matter).
     public mutating func assignOrigins(_ originOf: (UInt64) -> String) {
         runningPerOrigin = [:]
-        for id in entries.keys {
+        for (id, entry) in entries {
             let origin = originOf(id)
             origins[id] = origin.isEmpty ? nil : origin
-            if starts[id] != nil {
+            if entry.isRunning {
                 runningPerOrigin[origin, default: 0] += 1
             }
         }
@@ -180,7 +185,7 @@ public struct Scheduler<Key: Hashable> {
         // `remove` leaves no key or origin behind: an id without them needs no write.
         if let key { keys[id] = key }
         if !origin.isEmpty { origins[id] = origin }
-        insertWaiting(id, Entry(ticket: 0, priority: level))
+        insertWaiting(id, level: level)
         return replaced
     }
 
@@ -192,12 +197,12 @@ public struct Scheduler<Key: Hashable> {
         let level = min(max(priority, Self.priorities.lowerBound), Self.priorities.upperBound)
         nextTicket += 1
         let ticket = nextTicket
-        let waits = starts[id] == nil
-        guard entries.modify(id, { (entry: inout Entry) -> Bool in
-            entry.priority = level
-            if waits { entry.ticket = ticket }
+        guard let waits = entries.modify(id, { (entry: inout Entry) -> Bool in
+            entry.priority = Int8(truncatingIfNeeded: level)
+            if entry.isRunning { return false }
+            entry.stamp = ticket
             return true
-        }) != nil else { return false }
+        }) else { return false }
         if waits {
             // Its old place in its level became a tombstone (the ticket changed).
             enqueue(id, ticket: ticket, level: level)
@@ -213,12 +218,13 @@ public struct Scheduler<Key: Hashable> {
         let key = keys.removeValue(forKey: id)
         let origin = origins.removeValue(forKey: id) ?? ""
         let placement: Placement
-        if starts.removeValue(forKey: id) != nil {
+        if entry.isRunning {
             placement = .running
+            running -= 1
             if usesOrigins { releaseOrigin(origin) }
         } else {
             placement = .waiting
-            compactIfSparse(entry.priority)
+            compactIfSparse(Int(entry.priority))
         }
         if let key, var ids = idsByKey[key] {
             ids.removeAll { $0 == id }
@@ -231,7 +237,7 @@ public struct Scheduler<Key: Hashable> {
     public mutating func removeAll() -> [UInt64] {
         let (runningIDs, waitingIDs) = snapshot()
         entries = SlotMap()
-        starts = SlotMap()
+        running = 0
         keys = SlotMap()
         origins = SlotMap()
         runningPerOrigin = [:]
@@ -252,14 +258,19 @@ public struct Scheduler<Key: Hashable> {
 
     /// `takeStartable`, calling `start` with each id in start order instead of making a list.
     public mutating func takeStartable(now: Double = 0, _ start: (UInt64) -> Void) {
+        // The limits do not change during the loop: read once.
+        let countsOrigins = usesOrigins, rateLimit = rateLimit
         while !isSuspended, maxConcurrent == 0 || running < maxConcurrent,
               let id = nextEligible(now: now) {
             startSequence += 1
             let sequence = startSequence
-            let needsOrigin = usesOrigins || rateLimit?.perHost == true
-            let origin = needsOrigin ? origins[id] ?? "" : ""
-            starts[id] = sequence
-            if usesOrigins { runningPerOrigin[origin, default: 0] += 1 }
+            let origin = countsOrigins ? origins[id] ?? "" : ""
+            entries.modify(id) { entry in
+                entry.stamp = sequence
+                entry.isRunning = true
+            }
+            running += 1
+            if countsOrigins { runningPerOrigin[origin, default: 0] += 1 }
             if let rateLimit {
                 let bucket = rateLimit.perHost ? origin : ""
                 _ = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)].take(now: now)
@@ -272,7 +283,7 @@ public struct Scheduler<Key: Hashable> {
     public mutating func nextStartTime(now: Double) -> Double? {
         guard let rateLimit, !isSuspended, maxConcurrent == 0 || running < maxConcurrent else { return nil }
         var earliest: Double?
-        for (id, _) in entries where starts[id] == nil
+        for (id, entry) in entries where !entry.isRunning
             && (maxPerHost == 0 || runningCount(origin: origins[id] ?? "") < maxPerHost) {
             let bucket = rateLimit.perHost ? origins[id] ?? "" : ""
             let time = buckets[bucket, default: TokenBucket(capacity: rateLimit.starts, interval: rateLimit.interval, now: now)]
@@ -290,7 +301,10 @@ public struct Scheduler<Key: Hashable> {
     public func snapshot() -> (running: [UInt64], waiting: [UInt64]) {
         var started: [(id: UInt64, sequence: UInt64)] = []
         started.reserveCapacity(running)
-        for (id, sequence) in starts { started.append((id, sequence)) }
+        // (Every slot is visited: not at all when none runs, e.g. when an idle queue is freed.)
+        if running > 0 {
+            for (id, entry) in entries where entry.isRunning { started.append((id, entry.stamp)) }
+        }
         let runningIDs = started.sorted { $0.sequence < $1.sequence }.map(\.id)
         var waitingIDs: [UInt64] = []
         waitingIDs.reserveCapacity(waitingCount)
@@ -302,12 +316,10 @@ public struct Scheduler<Key: Hashable> {
 
     // MARK: Internals
 
-    private mutating func insertWaiting(_ id: UInt64, _ entry: Entry) {
-        var entry = entry
+    private mutating func insertWaiting(_ id: UInt64, level: Int) {
         nextTicket += 1
-        entry.ticket = nextTicket
-        entries[id] = entry
-        enqueue(id, ticket: nextTicket, level: entry.priority)
+        entries[id] = Entry(stamp: nextTicket, priority: Int8(truncatingIfNeeded: level))
+        enqueue(id, ticket: nextTicket, level: level)
     }
 
     /// Puts the waiting request `id`, under `ticket`, in the level of `priority`.
@@ -322,7 +334,12 @@ public struct Scheduler<Key: Hashable> {
     /// Whether a level's item is a waiting request's place (not a tombstone: the request was
     /// removed, started, or moved by `setPriority`).
     private func isLive(_ item: (id: UInt64, ticket: UInt64)) -> Bool {
-        entries[item.id]?.ticket == item.ticket && starts[item.id] == nil
+        Self.isLive(item, in: entries)
+    }
+
+    private static func isLive(_ item: (id: UInt64, ticket: UInt64), in entries: SlotMap<Entry>) -> Bool {
+        guard let entry = entries[item.id] else { return false }
+        return !entry.isRunning && entry.stamp == item.ticket
     }
 
     private func originHasRoom(_ origin: String) -> Bool {
@@ -364,7 +381,7 @@ public struct Scheduler<Key: Hashable> {
     private mutating func countOriginsIfTurnedOn(wasOn: Bool) {
         guard usesOrigins, !wasOn else { return }
         runningPerOrigin = [:]
-        for (id, _) in starts { runningPerOrigin[origins[id] ?? "", default: 0] += 1 }
+        for (id, entry) in entries where entry.isRunning { runningPerOrigin[origins[id] ?? "", default: 0] += 1 }
     }
 
     private mutating func releaseOrigin(_ origin: String) {
@@ -376,8 +393,8 @@ public struct Scheduler<Key: Hashable> {
         let level = priority - Self.priorities.lowerBound
         guard levels.indices.contains(level) else { return }
         if levels[level].count > 64, levels[level].count > 2 * waitingCount {
-            let live = entries, starts = starts
-            levels[level].retain { live[$0.id]?.ticket == $0.ticket && starts[$0.id] == nil }
+            let live = entries
+            levels[level].retain { Self.isLive($0, in: live) }
         }
     }
 }

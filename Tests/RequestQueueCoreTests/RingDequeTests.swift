@@ -196,6 +196,89 @@ import RequestQueueCore
         #expect(d.first === kept)
     }
 
+    /// A full deque grows with its head at every position of its storage (8 and 16 slots), from
+    /// either end: the order is kept, and every element is released exactly once, when it leaves
+    /// (moved, neither copied nor lost).
+    @Test(arguments: [8, 16])
+    func growingWhenFullFromEveryHeadPosition(capacity: Int) {
+        final class Counted {
+            let value: Int
+            let released: (Int) -> Void
+            init(_ value: Int, released: @escaping (Int) -> Void) {
+                self.value = value
+                self.released = released
+            }
+            deinit { released(value) }
+        }
+        for shift in 0..<capacity {
+            for atFront in [false, true] {
+                var releases: [Int: Int] = [:]
+                do {
+                    var d = RingDeque<Counted>()
+                    var model: [Int] = []
+                    var next = 0
+                    func make() -> Counted {
+                        defer { next += 1 }
+                        return Counted(next) { releases[$0, default: 0] += 1 }
+                    }
+                    // Fill to `capacity` (grown from 8 as needed), move the head by `shift`,
+                    // refill to full: the next push grows a deque whose head is at `shift`.
+                    for _ in 0..<capacity { let c = make(); model.append(c.value); d.pushBack(c) }
+                    for _ in 0..<shift { #expect(d.popFront()?.value == model.removeFirst()) }
+                    for _ in 0..<shift { let c = make(); model.append(c.value); d.pushBack(c) }
+                    #expect(d.count == capacity)
+                    do {
+                        let c = make()
+                        if atFront { model.insert(c.value, at: 0); d.pushFront(c) } else { model.append(c.value); d.pushBack(c) }
+                    }
+                    #expect(d.map(\.value) == model, "shift \(shift), front \(atFront)")
+                    // And it keeps working as a ring after the growth.
+                    for _ in 0..<3 { #expect(d.popFront()?.value == model.removeFirst()) }
+                    for _ in 0..<5 { let c = make(); model.append(c.value); d.pushBack(c) }
+                    #expect(d.map(\.value) == model, "shift \(shift), front \(atFront), after growth")
+                    // Drained, the deque holds nothing: no element stays behind in its storage.
+                    while let x = d.popFront() { #expect(x.value == model.removeFirst()) }
+                    #expect(releases.count == next, "shift \(shift), front \(atFront): kept after the drain")
+                    withExtendedLifetime(d) {}
+                }
+                #expect(releases.count == capacity + shift + 1 + 5, "shift \(shift)")
+                #expect(releases.values.allSatisfy { $0 == 1 }, "shift \(shift): an element released twice")
+            }
+        }
+    }
+
+    /// Growth of a large deque (2,048 elements) with the head in the middle of the storage.
+    @Test func growingALargeWrappedDeque() {
+        final class Counted {
+            let value: Int
+            let released: () -> Void
+            init(_ value: Int, released: @escaping () -> Void) {
+                self.value = value
+                self.released = released
+            }
+            deinit { released() }
+        }
+        var made = 0, releases = 0
+        do {
+            var d = RingDeque<Counted>()
+            var model: [Int] = []
+            func push(_ i: Int, front: Bool = false) {
+                made += 1
+                let c = Counted(i) { releases += 1 }
+                if front { d.pushFront(c); model.insert(i, at: 0) } else { d.pushBack(c); model.append(i) }
+            }
+            for i in 0..<2048 { push(i) }
+            for _ in 0..<1300 { #expect(d.popFront()?.value == model.removeFirst()) }
+            for i in 2048..<3348 { push(i) }   // full again, head at 1300
+            push(-1, front: true)
+            #expect(d.count == 2049)
+            #expect(d.map(\.value) == model)
+            #expect(made - releases == 2049)
+            while let x = d.popFront() { #expect(x.value == model.removeFirst()) }
+            #expect(releases == made)
+        }
+    }
+
     /// Random pushes at both ends, pops, and retains, compared after every step with an Array.
     @Test(arguments: [1, 2, 3, 42, 0xDEAD_BEEF] as [UInt64])
     func matchesArrayModel(seed: UInt64) {
