@@ -13,7 +13,7 @@ class TestCollector < Minitest::Test
   WATCH = <<~'RUBY'
     FREES = Hash.new(0)
     module WatchFrees
-      %i[rq_request_free rq_queue_free].each do |name|
+      %i[rq_request_free rq_request_free_many rq_queue_free].each do |name|
         define_method(name) do |*args|
           thread = Thread.current == Thread.main ? "main" : Thread.current.name || "a thread"
           FREES["#{name} on #{thread}"] += 1
@@ -89,7 +89,8 @@ class TestCollector < Minitest::Test
                   %(["abc", "abc", "abc"]),
                   # The collected requests and the dropped queues were freed by the reaper
                   # thread, never inside a finalizer; the others by #close.
-                  %(["rq_request_free on requestqueue-reaper"]),
+                  # (in batches: rq_request_free_many)
+                  %(["rq_request_free_many on requestqueue-reaper"]),
                   %([["rq_queue_free on a thread", 2], ["rq_queue_free on main", 1], ) +
                     %(["rq_queue_free on requestqueue-reaper", 3]]),
                   "0"], out.lines.map(&:chomp)
