@@ -96,7 +96,7 @@ module RequestQueue
       return unless request && state.remove(key)
 
       request.handle_seen(handle)
-      response = Response.copy(response_pointer, request)
+      response = Response.completed(response_pointer, request)
       block = request.finish(response)
       block.call(response) if block && !state.suppressed
     rescue Exception => e # rubocop:disable Lint/RescueException -- must not unwind through C
