@@ -78,15 +78,17 @@ class TestCollector < Minitest::Test
       queue.close
       GC.start
       RequestQueue::Reaper.wait
+      GC.stress = true
       puts seen.map(&:to_s).tally.sort.inspect
-      puts kept.map(&:body).inspect
+      puts kept.map { |r| [r.body, r["content-length"], r.url.end_with?("id=gc"), r.metrics.bytes_down] }.inspect # (read after the queue was closed, under GC.stress)
+      GC.stress = false
       puts FREES.keys.grep(/rq_request_free/).sort.inspect
       puts FREES.select { |k, _| k.start_with?("rq_queue_free") }.sort.inspect
       puts RequestQueue::Queue::OPEN.size
     RUBY
     assert_equal "", err
     assert_equal [%([["200", 3], ["ab", 2], ["cancelled", 3], ["cannot_connect", 5]]),
-                  %(["abc", "abc", "abc"]),
+                  %([["abc", "3", true, 3], ["abc", "3", true, 3], ["abc", "3", true, 3]]),
                   # The collected requests and the dropped queues were freed by the reaper
                   # thread, never inside a finalizer; the others by #close.
                   # (in batches: rq_request_free_many)
