@@ -93,6 +93,28 @@ class TestCost < Minitest::Test
                    rq_response_url: 1 }.inspect, out[1])
   end
 
+  # A body above Response::EAGER_BODY is copied with everything else during the completion and
+  # the library's response released at once (not held until the collector runs).
+  def test_a_large_body_is_copied_whole_and_released_at_once
+    size = RequestQueue::Response::EAGER_BODY + 1
+    out = counted(<<~RUBY)
+      queue = RequestQueue::Queue.new
+      response = nil
+      queue.add(url("/bytes?n=#{size}")) { |r| response = r; puts per_request.inspect }
+      queue.run
+      queue.close
+      after = per_request
+      puts [response.body.bytesize, response.headers["content-length"], response.metrics.bytes_down].inspect
+      puts(per_request == after)
+    RUBY
+    calls = eval(out[0]) # rubocop:disable Security/Eval -- our child's Hash#inspect
+    assert_equal 1, calls[:rq_response_release], calls.inspect
+    assert_equal 1, calls[:rq_response_retain_summary], calls.inspect
+    assert_operator calls[:rq_response_header_at].to_i, :>=, 1, calls.inspect
+    assert_equal [size, size.to_s, size].inspect, out[1]
+    assert_equal "true", out[2], "nothing read after the completion"
+  end
+
   # Queue#add(url) makes, completes and adds the request in one library call (rq_add_url): the
   # same request, and the same exceptions with the same messages, as adding Request.new(url).
   URL_CASES = [:good, "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\0y/", "", "http://\xFF/".b,
