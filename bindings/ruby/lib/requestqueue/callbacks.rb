@@ -56,19 +56,21 @@ module RequestQueue
   end
 
   # The C callbacks. There is one FFI::Function of each kind for the whole process (never
-  # garbage collected); each finds its request in REGISTRY by the native handle's address
-  # (handles are never reused within a process), and its queue's State through it. A request's
-  # Ruby blocks stay referenced by its queue (State#outstanding) until its completion, its final
-  # callback.
+  # garbage collected); each finds its request in REGISTRY by its key, the context the request's
+  # completion was given (rq_request_set_completion or rq_add_url): the Request's object_id, an
+  # Integer known before the request is added (a request added by rq_add_url may complete on
+  # another thread before its handle is known) and never reused while the Request lives. Its queue's
+  # State is found through the Request. A request's Ruby blocks stay referenced by its queue
+  # (State#outstanding) until its completion, its final callback.
   #
   # With the dispatch delivery every callback runs on the Ruby thread that called Queue#run,
   # #dispatch or #close. An exception raised by a block is caught here (it must not unwind
   # through the library's frames) and stored on the queue; the dispatching call raises it once
   # the library has returned.
   module Callbacks
-    # request handle address => Request, held weakly: nothing global holds a request in flight
-    # (its queue does, and it holds its queue), so a queue nobody references, with its requests,
-    # is garbage (see Reaper). Ruby 3.1's WeakMap has no delete: an entry goes with its Request.
+    # request key => Request, held weakly: nothing global holds a request in flight (its queue
+    # does, and it holds its queue), so a queue nobody references, with its requests, is garbage
+    # (see Reaper). Ruby 3.1's WeakMap has no delete: an entry goes with its Request.
     REGISTRY = ObjectSpace::WeakMap.new
 
     def self.register(request, state)
@@ -87,11 +89,14 @@ module RequestQueue
       [request, state] if state
     end
 
-    def self.completion(key, response_pointer)
+    # `handle`: the request's native handle (an Integer), for a Request whose add has not yet
+    # returned it (see Request#handle_seen).
+    def self.completion(key, handle, response_pointer)
       request, state = lookup(key)
       return unless request && state.remove(key)
 
-      response = Response.copy(response_pointer, request)
+      request.handle_seen(handle)
+      response = Response.completed(response_pointer, request)
       block = request.finish(response)
       block.call(response) if block && !state.suppressed
     rescue Exception => e # rubocop:disable Lint/RescueException -- must not unwind through C
@@ -152,28 +157,30 @@ module RequestQueue
       state&.errors&.push(e)
     end
 
-    COMPLETION = FFI::Function.new(:void, %i[pointer pointer pointer]) do |_context, request, response|
-      completion(request.address, response)
+    # The context (the request's key) and the request's handle come as Integers (no FFI::Pointer
+    # made per call); the handle is unused but by the completion (see Request#handle_seen).
+    COMPLETION = FFI::Function.new(:void, %i[ulong ulong pointer]) do |key, handle, response|
+      completion(key, handle, response)
     end
 
-    DOWNLOAD_PROGRESS = FFI::Function.new(:void, %i[pointer pointer double int64 int64]) do |_c, request, fraction, done, total|
-      progress(request.address, :on_download_progress, fraction, done, total)
+    DOWNLOAD_PROGRESS = FFI::Function.new(:void, %i[ulong ulong double int64 int64]) do |key, _r, fraction, done, total|
+      progress(key, :on_download_progress, fraction, done, total)
     end
 
-    UPLOAD_PROGRESS = FFI::Function.new(:void, %i[pointer pointer double int64 int64]) do |_c, request, fraction, done, total|
-      progress(request.address, :on_upload_progress, fraction, done, total)
+    UPLOAD_PROGRESS = FFI::Function.new(:void, %i[ulong ulong double int64 int64]) do |key, _r, fraction, done, total|
+      progress(key, :on_upload_progress, fraction, done, total)
     end
 
-    BODY = FFI::Function.new(:int, %i[pointer pointer pointer size_t uint64]) do |_c, request, data, size, offset|
-      body(request.address, data, size, offset)
+    BODY = FFI::Function.new(:int, %i[ulong ulong pointer size_t uint64]) do |key, _r, data, size, offset|
+      body(key, data, size, offset)
     end
 
-    HEAD = FFI::Function.new(:void, %i[pointer pointer pointer]) do |_c, request, response|
-      head(request.address, response)
+    HEAD = FFI::Function.new(:void, %i[ulong ulong pointer]) do |key, _r, response|
+      head(key, response)
     end
 
-    AUTH = FFI::Function.new(:void, %i[pointer pointer pointer uint pointer]) do |_c, request, challenge, failures, response|
-      auth(request.address, challenge, failures, response)
+    AUTH = FFI::Function.new(:void, %i[ulong ulong pointer uint pointer]) do |key, _r, challenge, failures, response|
+      auth(key, challenge, failures, response)
     end
   end
 end

@@ -7,18 +7,18 @@ module RequestQueue
   # values: Response#header_pairs). Frozen.
   class Headers < Hash
     def self.from_pairs(pairs)
-      headers = new
-      pairs.each do |name, value|
-        key = headers.key_for(name) || name
-        headers.store(key, headers.include?(key) ? "#{headers.fetch(key)}, #{value}" : value)
-      end
-      headers.freeze
+      new.__send__(:fill, pairs).freeze
     end
 
     def initialize
       super
       @keys = {}
     end
+
+    # Hash's own store and lookup, under names of their own (#store and #[] are redefined below).
+    alias_method :hash_store, :store
+    alias_method :hash_value, :[]
+    private :hash_store, :hash_value
 
     # The key stored for `name` (any case), or nil.
     def key_for(name)
@@ -59,6 +59,25 @@ module RequestQueue
     # A plain Hash with lower-case names (what Response#header_hash returns).
     def downcased
       each_with_object({}) { |(name, value), hash| hash[name.downcase] = value }
+    end
+
+    private
+
+    # Adds the pairs (each name's lower case computed once; what #store does, with one lookup).
+    def fill(pairs)
+      keys = @keys
+      pairs.each do |name, value|
+        name = name.to_s
+        down = name.downcase
+        key = keys[down]
+        if key
+          hash_store(key, "#{hash_value(key)}, #{value}")
+        else
+          keys[down] = name
+          hash_store(name, value)
+        end
+      end
+      self
     end
   end
 end

@@ -232,6 +232,11 @@ module RequestQueue
       [:rq_queue_cookies_clear, [:pointer], :int, false],
       [:rq_queue_cookies_load, %i[pointer string], :int, false],
       [:rq_queue_cookies_save, %i[pointer string], :int, false],
+
+      [:rq_add_url, %i[pointer string rq_completion_fn pointer rq_context_free_fn pointer], :int, false],
+      [:rq_response_retain_summary, %i[pointer pointer], :int, false],
+      [:rq_response_release_many, %i[pointer size_t], :void, false],
+      [:rq_request_free_many, %i[pointer size_t], :int, false],
     ].freeze
 
     missing = []
@@ -244,6 +249,13 @@ module RequestQueue
       raise LibraryNotFound,
             "#{library_path} is older than this gem (requestqueue #{VERSION}): it lacks #{missing.join(", ")}"
     end
+
+    # The same functions under a second name, for the gem's own use: the context of a completion
+    # is an Integer (the request's key, see Callbacks) passed as an unsigned long, the register a
+    # `void *` travels in on every ABI the library builds for (LP64), so that no FFI::Pointer is
+    # made per request; the callback is the process-wide FFI::Function, passed as a pointer.
+    attach_function :rq_add_url_keyed, :rq_add_url, %i[pointer string pointer ulong pointer pointer], :int
+    attach_function :rq_request_set_completion_keyed, :rq_request_set_completion, %i[pointer pointer ulong pointer], :int
 
     # The names of the functions attached with `blocking: true`.
     BLOCKING = FUNCTIONS.select { |f| f[3] }.map(&:first).freeze

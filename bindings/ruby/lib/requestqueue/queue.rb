@@ -310,6 +310,9 @@ module RequestQueue
     # options of Request.new, or a Request built beforehand (then no options). The block, if
     # given, is the completion: it receives the Response once, whatever the outcome.
     def add(target, **options, &on_complete)
+      # A URL alone (the common request): made, completed and added in one library call.
+      return Request.add_url(target, on_complete, self, @state, @pointer) if options.empty? && PLAIN_URL[target.class]
+
       request =
         if target.is_a?(Request)
           raise ArgumentError, "options belong to Request.new when adding a Request" unless options.empty?
@@ -322,6 +325,10 @@ module RequestQueue
         end
       request.submit(self, @state, native)
     end
+
+    # The classes of a target that Request.add_url takes as it is (Request.new would take it too).
+    PLAIN_URL = { String => true }.freeze
+    private_constant :PLAIN_URL
 
     # Adds a Request built beforehand; returns the queue.
     def <<(request)
@@ -401,7 +408,8 @@ module RequestQueue
       begin
         n = length.read(:size_t)
         pointers = n.zero? ? [] : handles.read_array_of_pointer(n)
-        pointers.filter_map { |pointer| @state.outstanding[pointer.address] }
+        by_handle = @state.outstanding.each_value.to_h { |request| [request.handle_address, request] }
+        pointers.filter_map { |pointer| by_handle[pointer.address] }
       ensure
         Native.rq_snapshot_free(handles)
       end

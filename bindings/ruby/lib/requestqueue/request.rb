@@ -79,6 +79,23 @@ module RequestQueue
 
     attr_reader :url, :http_method, :response, :queue, :tag
 
+    # The out-parameter of rq_add_url, taken from ADD_OUT and given back by each add (Array#pop and
+    # #push are atomic; two threads never share one).
+    ADD_OUT = []
+    # Results of rq_add_url about its URL (raised as Request.new raises them); the others are about
+    # the queue (raised as Queue#add raises them for a Request).
+    URL_RESULTS = [4, 5, 16].freeze # invalid_url, unsupported_scheme, out_of_memory
+    private_constant :ADD_OUT, :URL_RESULTS
+
+    # Queue#add of a URL without options (the common request): the request made, given its
+    # completion and added in one library call (rq_add_url) instead of three, with the results and
+    # exceptions of Request.new followed by Queue#add. `queue_pointer` is the queue's handle,
+    # whether or not it is closed: the URL is checked first, as Request.new checks it first.
+    def self.add_url(url, on_complete, queue, queue_state, queue_pointer) # :nodoc:
+      request = allocate
+      request.__send__(:add_url, url, on_complete, queue, queue_state, queue_pointer)
+    end
+
     def initialize(url, **options, &on_complete)
       unless options.empty?
         unknown = options.keys - OPTIONS
@@ -90,8 +107,8 @@ module RequestQueue
       RequestQueue.check(Native.rq_request_new(@url, out), "URL #{@url.inspect}")
       # Released after the Request is garbage collected, by the reaper (never in the finalizer
       # itself); also in a forked child, which the library allows (see "Fork" in requestqueue.h).
-      @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper.request_releaser)
-      @key = @pointer.address
+      @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper::REQUEST_RELEASER)
+      @key = object_id # (see Callbacks)
       @http_method = "GET"
       @queue = nil
       @response = nil
@@ -177,7 +194,7 @@ module RequestQueue
     # :very_low, :low, :normal, :high or :very_high.
     def priority
       out = FFI::MemoryPointer.new(:int)
-      RequestQueue.check(Native.rq_request_get_priority(@pointer, out))
+      RequestQueue.check(Native.rq_request_get_priority(handle, out))
       Native::PRIORITIES.key(out.read(:int))
     end
 
@@ -189,13 +206,13 @@ module RequestQueue
         raise ArgumentError, "priority must be one of #{Native::PRIORITIES.keys.map(&:inspect).join(", ")} or #{low}..#{high}, not #{value.inspect}"
       end
 
-      RequestQueue.check(Native.rq_request_set_priority(@pointer, level), "priority #{value.inspect}")
+      RequestQueue.check(Native.rq_request_set_priority(handle, level), "priority #{value.inspect}")
     end
 
     # :new, :waiting, :running or :completed.
     def state
       out = FFI::MemoryPointer.new(:int)
-      RequestQueue.check(Native.rq_request_get_state(@pointer, out))
+      RequestQueue.check(Native.rq_request_get_state(handle, out))
       Native::STATES.fetch(out.read(:int))
     end
 
@@ -208,7 +225,7 @@ module RequestQueue
     # Returns true if this call cancelled it, false if it was not active (never added, or
     # already completed).
     def cancel
-      rc = Native.rq_cancel(@pointer)
+      rc = Native.rq_cancel(handle)
       return false if rc == NotActiveError::CODE
 
       RequestQueue.check(rc)
@@ -221,7 +238,7 @@ module RequestQueue
 
     # ---- Used by Queue and the callback trampolines ------------------------------------
 
-    # The registry key: the native handle's address (handle values are never reused).
+    # The registry key and the context of the request's callbacks (see Callbacks).
     attr_reader :key # :nodoc:
     # The Queue::State of the queue it was added to.
     attr_reader :queue_state # :nodoc:
@@ -232,11 +249,13 @@ module RequestQueue
 
     # Adds the request to a native queue. Called by Queue#add with the queue's state.
     def submit(queue, queue_state, queue_pointer) # :nodoc:
-      @submit_lock.synchronize do
+      # (A request made by Request.add_url has no lock: it was added when it was made.)
+      lock = @submit_lock or raise AlreadyAddedError, "this request was already added to a queue"
+      lock.synchronize do
         raise AlreadyAddedError, "this request was already added to a queue" if @queue
 
         ptr = @pointer
-        RequestQueue.check(Native.rq_request_set_completion(ptr, Callbacks::COMPLETION, nil, nil))
+        RequestQueue.check(Native.rq_request_set_completion_keyed(ptr, Callbacks::COMPLETION, @key, nil))
         # Only the callbacks given are set (a new handle has none; a block is never taken away).
         unless @callbacks.empty?
           if @callbacks[:on_download_progress]
@@ -263,6 +282,19 @@ module RequestQueue
       end
     end
 
+    # The address of the native handle (nil while a Request.add_url has not returned it).
+    def handle_address # :nodoc:
+      @pointer&.address || @seen_handle
+    end
+
+    # Called with the request's native handle (an Integer) by its completion. A request made by
+    # Request.add_url may complete on another thread before rq_add_url has returned its handle
+    # here; its completion block may then use it (state, cancel, priority), borrowed: the handle is
+    # freed only after the add has made its AutoPointer.
+    def handle_seen(handle) # :nodoc:
+      @seen_handle = handle unless @pointer
+    end
+
     # Records the final response and drops the callbacks (nothing is called after this).
     # Returns the completion block, if any.
     def finish(response) # :nodoc:
@@ -273,6 +305,42 @@ module RequestQueue
     end
 
     private
+
+    def add_url(url, on_complete, queue, queue_state, queue_pointer)
+      @url = build_url(url, nil)
+      @http_method = "GET"
+      @response = nil
+      @callbacks = on_complete ? { on_complete: on_complete } : {}
+      @submit_lock = nil
+      @key = object_id
+      @queue = queue
+      @queue_state = queue_state
+      Callbacks.register(self, queue_state) # (before the call: it may complete on another thread at once)
+      out = ADD_OUT.pop || FFI::MemoryPointer.new(:pointer)
+      begin
+        rc = Native.rq_add_url_keyed(queue_pointer, @url, Callbacks::COMPLETION, @key, nil, out)
+        if rc == Native::RQ_OK
+          @pointer = FFI::AutoPointer.new(out.read_pointer, Reaper::REQUEST_RELEASER)
+          return self
+        end
+      rescue Exception # rubocop:disable Lint/RescueException -- (a URL with a NUL byte: ArgumentError)
+        Callbacks.unregister(self, queue_state)
+        raise
+      ensure
+        ADD_OUT.push(out)
+      end
+      Callbacks.unregister(self, queue_state)
+      @queue = @queue_state = nil
+      RequestQueue.check(rc, "URL #{@url.inspect}") if URL_RESULTS.include?(rc)
+      raise QueueClosedError, "the queue is closed" if queue_state.closed # (as Queue#add's check)
+
+      RequestQueue.check(rc)
+    end
+
+    # The native handle (see #handle_seen).
+    def handle
+      @pointer || FFI::Pointer.new(@seen_handle)
+    end
 
     def build_url(url, params)
       url = url.to_s if url.is_a?(URI::Generic)

@@ -1,8 +1,13 @@
 # frozen_string_literal: true
 
 module RequestQueue
-  # The result of a request, copied out of the library during its completion callback (or, for
-  # AuthChallenge#response, during the authentication callback). Immutable.
+  # The result of a request. Immutable. A completion's Response copies its outcome, status, HTTP
+  # version, attempts and body during the callback, and keeps the library's response (retained)
+  # to read its headers, URL, message and metrics from when they are first asked for; the
+  # reaper releases it once the Response is garbage (Reaper). A body above EAGER_BODY bytes
+  # copies everything at once instead, so that the library's copy of a large body is not held
+  # until the collector runs. An on_head block's Response and AuthChallenge#response are copied
+  # whole during their callback.
   #
   #   response.ok?          # true for the outcome :ok (an HTTP status below 400)
   #   response.outcome      # :ok, :cancelled, :http_status, :timeout, :connection_lost, ...
@@ -31,7 +36,7 @@ module RequestQueue
                          :attempts, :connection_reused, :wire_bytes_down, :header_bytes_down,
                          :http_version, keyword_init: true)
 
-    attr_reader :outcome, :status, :body, :headers, :header_pairs, :url, :error_message, :attempts, :request, :metrics
+    attr_reader :outcome, :status, :body, :attempts, :request
     # The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
     attr_reader :http_version
 
@@ -50,33 +55,96 @@ module RequestQueue
       end
     end
 
+    # Bodies larger than this (bytes) are copied with everything else at once (see the class).
+    EAGER_BODY = 64 * 1024
+
     # Copies everything out of a borrowed rq_response pointer: the outcome, status, HTTP version,
     # attempts and body in one call (rq_response_get_summary), then the headers, URL, message and
     # metrics.
     def self.copy(pointer, request)
       out = out_params
       begin
+        RequestQueue.check(Native.rq_response_get_summary(pointer, out.summary))
+        copy_whole(pointer, out, request)
+      ensure
+        OUT_PARAMS.push(out)
+      end
+    end
+
+    # The Response of a completion: the summary read and the response retained in one call
+    # (rq_response_retain_summary); the rest read when asked for (see the class).
+    def self.completed(pointer, request)
+      out = out_params
+      begin
         summary = out.summary
-        RequestQueue.check(Native.rq_response_get_summary(pointer, summary))
+        RequestQueue.check(Native.rq_response_retain_summary(pointer, summary))
+        retained = FFI::AutoPointer.new(pointer, Reaper::RESPONSE_RELEASER)
         length = summary[:body_size]
-        body = length.zero? ? String.new(encoding: Encoding::BINARY) : summary[:body].read_bytes(length)
-        name_p = out.name
-        value_p = out.value
-        headers = Array.new(Native.rq_response_header_count(pointer)) do |i|
-          RequestQueue.check(Native.rq_response_header_at(pointer, i, name_p, value_p))
-          [text(name_p.read_pointer.read_string), text(value_p.read_pointer.read_string)].freeze
+        if length > EAGER_BODY
+          retained.autorelease = false
+          begin
+            return copy_whole(pointer, out, request)
+          ensure
+            Native.rq_response_release(pointer)
+          end
         end
-        outcome = Native::OUTCOMES.fetch(summary[:outcome], :transport)
-        new(outcome: outcome,
-            metrics: copy_metrics(pointer, out.metrics),
-            status: summary[:status],
-            body: body.freeze,
-            headers: headers.freeze,
-            url: text(Native.rq_response_url(pointer).to_s).freeze,
-            error_message: outcome == :ok ? "" : text(Native.rq_response_error_message(pointer).to_s).freeze,
-            attempts: summary[:attempts],
-            http_version: summary[:http_version],
-            request: request)
+        body = length.zero? ? String.new(encoding: Encoding::BINARY) : summary[:body].read_bytes(length)
+        response = allocate
+        response.__send__(:init_retained, retained, Native::OUTCOMES.fetch(summary[:outcome], :transport),
+                          summary[:status], body.freeze, summary[:attempts], summary[:http_version], request)
+      ensure
+        OUT_PARAMS.push(out)
+      end
+    end
+
+    # A Response of everything in `pointer`, whose summary is in out.summary.
+    def self.copy_whole(pointer, out, request)
+      summary = out.summary
+      length = summary[:body_size]
+      body = length.zero? ? String.new(encoding: Encoding::BINARY) : summary[:body].read_bytes(length)
+      outcome = Native::OUTCOMES.fetch(summary[:outcome], :transport)
+      new(outcome: outcome,
+          metrics: copy_metrics(pointer, out.metrics),
+          status: summary[:status],
+          body: body.freeze,
+          headers: read_headers(pointer, out),
+          url: read_url(pointer),
+          error_message: outcome == :ok ? "" : read_error_message(pointer),
+          attempts: summary[:attempts],
+          http_version: summary[:http_version],
+          request: request)
+    end
+
+    def self.read_headers(pointer, out)
+      name_p = out.name
+      value_p = out.value
+      Array.new(Native.rq_response_header_count(pointer)) do |i|
+        RequestQueue.check(Native.rq_response_header_at(pointer, i, name_p, value_p))
+        [text(name_p.read_pointer.read_string), text(value_p.read_pointer.read_string)].freeze
+      end.freeze
+    end
+
+    def self.read_url(pointer)
+      text(Native.rq_response_url(pointer).to_s).freeze
+    end
+
+    def self.read_error_message(pointer)
+      text(Native.rq_response_error_message(pointer).to_s).freeze
+    end
+
+    # How each field of a retained response is read when first asked for.
+    LAZY = {
+      header_pairs: ->(pointer) { with_out_params { |out| read_headers(pointer, out) } },
+      url: ->(pointer) { read_url(pointer) },
+      error_message: ->(pointer) { read_error_message(pointer) },
+      metrics: ->(pointer) { with_out_params { |out| copy_metrics(pointer, out.metrics) } },
+    }.freeze
+    private_constant :LAZY
+
+    def self.with_out_params
+      out = out_params
+      begin
+        yield out
       ensure
         OUT_PARAMS.push(out)
       end
@@ -116,7 +184,33 @@ module RequestQueue
       @request = request
       @metrics = metrics
       @http_version = http_version
+      @retained = nil
       freeze
+    end
+
+    # Every header of the response, in the order received: [[name, value], ...].
+    def header_pairs
+      @header_pairs || lazy(:header_pairs)
+    end
+
+    # A Headers (case-insensitive Hash; repeated headers joined with ", ").
+    def headers
+      @headers || (@retained ? @lazy.fetch(:headers) { @lazy[:headers] = Headers.from_pairs(header_pairs) } : nil)
+    end
+
+    # The effective URL, after redirects.
+    def url
+      @url || lazy(:url)
+    end
+
+    # The library's message for an outcome other than :ok ("" for :ok).
+    def error_message
+      @error_message || lazy(:error_message)
+    end
+
+    # Timings and byte counts (a Metrics).
+    def metrics
+      @metrics || lazy(:metrics)
     end
 
     def ok?
@@ -171,6 +265,27 @@ module RequestQueue
 
     def inspect
       "#<#{self.class} #{outcome} status=#{status} body=#{body.bytesize}B url=#{url}>"
+    end
+
+    private
+
+    def init_retained(retained, outcome, status, body, attempts, http_version, request)
+      @retained = retained
+      @lazy = {} # (the fields read so far; the Response itself is frozen)
+      @outcome = outcome
+      @status = status
+      @body = body
+      @attempts = attempts
+      @http_version = http_version
+      @request = request
+      @error_message = "" if outcome == :ok
+      freeze
+    end
+
+    def lazy(name)
+      return nil unless @retained
+
+      @lazy.fetch(name) { @lazy[name] = LAZY.fetch(name).call(@retained) }
     end
   end
 end
