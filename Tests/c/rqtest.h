@@ -17,6 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* RQT_TSAN: built under ThreadSanitizer, which cannot start threads in the child of a
+ * multi-threaded fork (it dies there): the fork checks are left to the other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define RQT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RQT_TSAN 1
+#endif
+#endif
 #include <unistd.h>
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -23,16 +23,6 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
-/* ThreadSanitizer cannot start threads in the child of a multi-threaded fork (it dies there):
- * under it, the fork checks are left to the other builds. */
-#if defined(__SANITIZE_THREAD__)
-#define RQT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RQT_TSAN 1
-#endif
-#endif
-
 static const char *base;
 
 #define CHECK_MESSAGE(...)                                                                         \

@@ -261,15 +261,6 @@ static void on_fresh(void *context, rq_request *request, const rq_response *resp
         atomic_fetch_add(&fresh_done, 1);
 }
 
-/* ThreadSanitizer cannot start threads in the child of a multi-threaded fork (it dies there). */
-#if defined(__SANITIZE_THREAD__)
-#define RQT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RQT_TSAN 1
-#endif
-#endif
-
 static void test_fork(void) {
 #ifdef RQT_TSAN
     printf("fork: skipped under ThreadSanitizer\n");
