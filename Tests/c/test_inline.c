@@ -252,6 +252,7 @@ static void test_stream(void) {
 
 /* ---- 5. fork ---------------------------------------------------------------------------------- */
 
+#ifndef RQT_TSAN
 static atomic_int fresh_done;
 
 static void on_fresh(void *context, rq_request *request, const rq_response *response) {
@@ -260,6 +261,7 @@ static void on_fresh(void *context, rq_request *request, const rq_response *resp
     if (rq_response_status(response) == 200)
         atomic_fetch_add(&fresh_done, 1);
 }
+#endif
 
 static void test_fork(void) {
 #ifdef RQT_TSAN
