@@ -9,15 +9,8 @@ import RequestQueueCore
     guard let url, let bytes = cStringBytes(url) else { return null("url") }
     guard let out else { return null("out_request") }
     // The URL first, then the queue: the results of rq_request_new then rq_add.
-    let r: Request
-    do throws(URLParser.Failure) {
-        r = Request(url: try URLParser.parse(url, bytes))
-    } catch {
-        switch error {
-        case let .input(error): return inputResult(error)
-        case .outOfMemory: return fail(RQ_ERR_OUT_OF_MEMORY, "no memory to parse the URL")
-        }
-    }
+    let (made, result) = newRequest(url, bytes)
+    guard let r = made else { return result }
     return withQueue(queuePointer) { q in
         // Nobody else knows the request yet: its completion is set without its lock.
         r.completion = completion

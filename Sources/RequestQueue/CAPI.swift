@@ -383,19 +383,27 @@ private func wrongDelivery(_ q: Queue, _ consequence: String, function: StaticSt
 
 // MARK: Requests
 
+/// A new GET request for the C string `url` (its bytes `bytes`), or why the URL is refused
+/// (recorded as `function`'s): what `rq_request_new` and `rq_add_url` make.
+func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>,
+                function: StaticString = #function) -> (Request?, rq_result) {
+    do throws(URLParser.Failure) {
+        return (Request(url: try URLParser.parse(url, bytes)), RQ_OK)
+    } catch {
+        switch error {
+        case let .input(error): return (nil, inputResult(error, function: function))
+        case .outOfMemory: return (nil, fail(RQ_ERR_OUT_OF_MEMORY, "no memory to parse the URL", function: function))
+        }
+    }
+}
+
 @c @implementation public func rq_request_new(_ url: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<OpaquePointer?>?) -> rq_result {
     guard let url, let bytes = cStringBytes(url) else { return null("url") }
     guard let out else { return null("out_request") }
-    do throws(URLParser.Failure) {
-        let r = Request(url: try URLParser.parse(url, bytes))
-        out.pointee = HandleTable.pointer(r.register())
-        return RQ_OK
-    } catch {
-        switch error {
-        case let .input(error): return inputResult(error)
-        case .outOfMemory: return fail(RQ_ERR_OUT_OF_MEMORY, "no memory to parse the URL")
-        }
-    }
+    let (r, result) = newRequest(url, bytes)
+    guard let r else { return result }
+    out.pointee = HandleTable.pointer(r.register())
+    return RQ_OK
 }
 
 @c @implementation public func rq_request_free(_ pointer: OpaquePointer?) -> rq_result {

@@ -140,14 +140,10 @@ final class ChunkPool: @unchecked Sendable {
         return StreamChunk(capacity: StreamChunk.capacity, counts: counts)
     }
 
-    /// A delivered full-size chunk: kept for reuse, or freed beyond the limit.
+    /// A delivered full-size chunk: kept for reuse, or freed beyond the limit (by the caller's
+    /// release of it, outside the lock).
     func give(_ chunk: StreamChunk) {
-        let kept: Bool = lock.withLock {
-            guard free.count < limit else { return false }
-            free.append(chunk)
-            return true
-        }
-        _ = kept  // a chunk not kept is freed here, outside the lock
+        lock.withLock { if free.count < limit { free.append(chunk) } }
     }
 
     func streamStarted() {
