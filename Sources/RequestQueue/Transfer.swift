@@ -904,6 +904,12 @@ final class Transfer {
             if url.withCString({ strcmp($0, effective) }) != 0 {
                 url = String(cString: effective)
                 secure = strncasecmp(effective, "https:", 6) == 0
+                // After a redirect whose Location has no fragment, the request's own fragment
+                // applies (RFC 9110 10.2.2); libcurl's URL is the Location's.
+                let hash = UInt8(ascii: "#")
+                if strchr(effective, Int32(hash)) == nil, let at = request.url.string.utf8.firstIndex(of: hash) {
+                    url += request.url.string[at...]
+                }
             } else if followedNone, urlSet != nil {
                 urlSetIsEffective = true
             }

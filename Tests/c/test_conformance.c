@@ -504,9 +504,20 @@ static void t_redirect_locations(void) {
         free(url);
         rq_response_release(response);
     }
-    /* The request's own fragment is not sent either. */
+    /* The request's own fragment is not sent either; it stays in the effective URL, also after a
+     * redirect whose Location has none (RFC 9110 10.2.2), not after one that has its own. */
     const rq_response *response = run("/inspect?q=1#section", NULL);
     CHECK(has(body_of(response), "\"target\": \"/inspect?q=1\""), "fragment sent: %s", body_of(response));
+    CHECK(strcmp(strchr(rq_response_url(response), '#'), "#section") == 0, "url %s", rq_response_url(response));
+    rq_response_release(response);
+    response = run("/redirect-to?url=/inspect#orig", NULL);
+    const char *hash = strchr(rq_response_url(response), '#');
+    CHECK(strstr(rq_response_url(response), "/inspect#") && hash && strcmp(hash, "#orig") == 0, "inherited: url %s",
+          rq_response_url(response));
+    rq_response_release(response);
+    response = run("/redirect-to?url=/inspect%23loc#orig", NULL);
+    hash = strchr(rq_response_url(response), '#');
+    CHECK(hash && strcmp(hash, "#loc") == 0, "Location's own fragment: url %s", rq_response_url(response));
     rq_response_release(response);
 }
 
@@ -839,6 +850,7 @@ static void t_basic_auth(void) {
     char host[64];
     snprintf(host, sizeof host, "127.0.0.1:%s", port);
     CHECK(strcmp(header_value(body_of(response), "Host"), host) == 0, "Host %s", header_value(body_of(response), "Host"));
+    CHECK(strcmp(rq_response_url(response), url) == 0, "the effective URL is the URL as given: %s", rq_response_url(response));
     rq_response_release(response);
     /* Another host (localhost is not 127.0.0.1 by name): no credentials. */
     char path[256];
