@@ -511,7 +511,7 @@ final class Transfer {
             // A 303 asks for a GET of its Location (RFC 9110 15.4.4). libcurl 7.88 makes a GET of
             // a POST, but sends any other method (CURLOPT_CUSTOMREQUEST: PUT, DELETE, ...) there
             // again: such a 303 is not followed; it ends the attempt as its response.
-            guard status == 303, !Transfer.seeOtherFollowed.contains(request.method) else { return }
+            guard status == 303, !HTTPMethods.seeOtherFollowed.contains(request.method) else { return }
             seeOtherKept = true
         }
         if status == 401 {
@@ -521,9 +521,6 @@ final class Transfer {
         // (Most requests have no head callback: the engine is not called for them.)
         if request.headWanted { engine.postHead(request, generation) { head(for: request) } }
     }
-
-    /// The methods whose 303 libcurl follows with a GET (or, for HEAD, a HEAD) as RFC 9110 says.
-    static let seeOtherFollowed: Set<String> = ["GET", "HEAD", "POST"]
 
     /// Whether libcurl follows the current 3xx response: redirects are on, it has a Location and
     /// the maximum number of redirects is not reached (as libcurl decides).

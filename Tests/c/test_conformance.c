@@ -674,7 +674,8 @@ static void t_urls(void) {
     CHECK(has(body_of(response), "\"target\": \"/inspect?q=a%20b&x=%2F&y=%C3%A9&e=&flag\""), "target %s",
           body_of(response));
     rq_response_release(response);
-    response = run("/inspect/a%2Fb", NULL); /* not /inspect: a 404, but the target as written */
+    response = run("/x/./y/../../inspect?p=%2E%2E", NULL); /* dot segments go (RFC 3986 5.2.4) */
+    CHECK(has(body_of(response), "\"target\": \"/inspect?p=%2E%2E\""), "target %s", body_of(response));
     rq_response_release(response);
     char upper[256];
     snprintf(upper, sizeof upper, "HTTP://127.0.0.1:%s/inspect", strrchr(base, ':') + 1);
@@ -851,6 +852,11 @@ static void t_basic_auth(void) {
     snprintf(host, sizeof host, "127.0.0.1:%s", port);
     CHECK(strcmp(header_value(body_of(response), "Host"), host) == 0, "Host %s", header_value(body_of(response), "Host"));
     CHECK(strcmp(rq_response_url(response), url) == 0, "the effective URL is the URL as given: %s", rq_response_url(response));
+    rq_response_release(response);
+    /* Both: rq_request_set_credentials wins over the URL's userinfo. */
+    response = run_on(NULL, url, &o);
+    CHECK(strcmp(header_value(body_of(response), "Authorization"), "Basic dXNlcjpwYTpzcw==") == 0, "both: %s",
+          header_value(body_of(response), "Authorization"));
     rq_response_release(response);
     /* Another host (localhost is not 127.0.0.1 by name): no credentials. */
     char path[256];
