@@ -262,8 +262,10 @@
  *   Content-Type is sent unless the caller sets one. A body of more than 1 MiB is sent with
  *   "Expect: 100-continue" (libcurl's threshold): the body follows the server's "100 Continue", or
  *   after 1 s without an answer; a server that answers a final status instead (413, 401, 417...)
- *   gets no body, that status is the response, and the connection is closed. Removing the Expect
- *   header sends the body at once. Requests without a body (GET, HEAD, DELETE, OPTIONS, other
+ *   gets no body, that status is the response, and the connection is closed. A 417 (Expectation
+ *   Failed) is such a response too: libcurl 7.88 does not repeat the request without the
+ *   expectation, as RFC 9110 10.1.1 suggests. Removing the Expect header (NULL) sends the body at
+ *   once, for such servers. Requests without a body (GET, HEAD, DELETE, OPTIONS, other
  *   methods) send neither Content-Length nor Transfer-Encoding.
  * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
  *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
