@@ -276,7 +276,10 @@
  *   (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and for requests allowed to retry non-idempotent
  *   methods (`rq_request_set_retry_non_idempotent`): a POST, PATCH or other method is never sent
  *   twice unasked, since the server may have acted on it; its attempt ends with
- *   RQ_OUTCOME_CONNECTION_LOST and a message saying it was not sent again.
+ *   RQ_OUTCOME_CONNECTION_LOST and a message saying it was not sent again (the retry settings then
+ *   decide). The same holds over HTTP/2 for a stream the server refused (REFUSED_STREAM, or past
+ *   a GOAWAY), although HTTP/2 says such a stream was not processed: the library cannot tell the
+ *   two cases apart.
  * What comes back:
  * - Informational 1xx responses (100 Continue, 103 Early Hints, ...) are skipped: the status,
  *   headers and body delivered are those of the final response.
@@ -296,7 +299,7 @@
  *   after the headers, as more entries. No charset conversion is made: the body is the bytes
  *   sent, and the charset is the server's Content-Type header.
  * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip,
- *   deflate, br, zstd), but the headers stay the server's: Content-Encoding is still there, and
+ *   deflate with or without its zlib wrapper, br, zstd), but the headers stay the server's: Content-Encoding is still there, and
  *   Content-Length is the encoded size (`rq_metrics.wire_bytes_down`), not the size of the body
  *   delivered (`rq_metrics.bytes_down`). A Content-Encoding this libcurl does not decode
  *   ("compress", "x-custom", ...) ends the attempt with RQ_OUTCOME_BAD_RESPONSE while decoding is

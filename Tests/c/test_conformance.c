@@ -629,6 +629,11 @@ static void t_content_decoding(void) {
             rq_response_release(response);
         }
     }
+    /* "deflate" sent raw, without the zlib wrapper (as some servers do): decoded too. */
+    const rq_response *raw_deflate = run("/encoded?coding=raw-deflate", NULL);
+    CHECK_STATUS(raw_deflate, RQ_OUTCOME_OK, 200);
+    CHECK(body_size(raw_deflate) == 2000, "raw deflate: %zu bytes", body_size(raw_deflate));
+    rq_response_release(raw_deflate);
     /* Off: the bytes as sent, and no Accept-Encoding. */
     struct opts off = {.no_decode = 1};
     const rq_response *response = run("/encoded?coding=gzip", &off);
