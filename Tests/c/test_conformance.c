@@ -546,9 +546,9 @@ static void t_redirect_limits(void) {
     response = run("/status/302", NULL);
     CHECK_STATUS(response, RQ_OUTCOME_OK, 302);
     rq_response_release(response);
-    /* A loop ends too. */
-    response = run("/redirect-to?url=/redirect-to%3Furl%3D/redirect-to", NULL);
-    CHECK(rq_response_outcome(response) != RQ_OUTCOME_OK || rq_response_status(response) == 400, "loop");
+    /* The default maximum is 10. */
+    response = run("/redirect/11", NULL);
+    CHECK(rq_response_outcome(response) == RQ_OUTCOME_TOO_MANY_REDIRECTS, "11 redirects: %s", outcome_name(response));
     rq_response_release(response);
     response = run("/redirect-to?url=ftp://127.0.0.1/x", NULL);
     CHECK(rq_response_outcome(response) == RQ_OUTCOME_BAD_REDIRECT, "ftp redirect: %s", outcome_name(response));
@@ -607,7 +607,6 @@ static void t_charset(void) {
  * compressed Content-Length); the metrics tell both sizes. */
 static void t_content_decoding(void) {
     const char *codings[] = {"gzip", "deflate", "identity"};
-    size_t plain = 0;
     for (size_t i = 0; i < 3; i++) {
         for (int chunked = 0; chunked < 2; chunked++) {
             char path[128];
@@ -625,7 +624,6 @@ static void t_content_decoding(void) {
                 CHECK(length < 2000 && (uint64_t)length == m.wire_bytes_down, "%s: Content-Length %ld, wire %llu", path,
                       length, (unsigned long long)m.wire_bytes_down);
             }
-            plain += body_size(response);
             rq_response_release(response);
         }
     }
@@ -645,7 +643,6 @@ static void t_content_decoding(void) {
     response = run("/inspect", NULL);
     CHECK(header_count(body_of(response), "Accept-Encoding") == 1, "Accept-Encoding sent once");
     rq_response_release(response);
-    (void)plain;
 }
 
 /* A coding this libcurl does not decode (RFC 9110 8.4.1 leaves it to the recipient): with decoding
