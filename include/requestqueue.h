@@ -252,10 +252,11 @@
  *   scheme's default ("[::1]:8080" for an IPv6 literal). Userinfo in the URL
  *   ("http://user:pw@host/", percent-decoded) is sent as Basic credentials, as with
  *   `rq_request_set_credentials` (which wins when both are given).
- * - Headers sent by default: Host, User-Agent (RQ_OPTION_USER_AGENT), Accept (the wildcard of
- *   any media type: a star, a slash and a star), Accept-Encoding (with decoding on, RQ_OPTION_DECODE_CONTENT), and for a
- *   body Content-Length. A header set on the request replaces the default of the same name, once;
- *   a header removed (`rq_request_set_header` with NULL) is not sent at all, defaults included.
+ * - Headers sent by default: Host, User-Agent (RQ_OPTION_USER_AGENT), Accept (the wildcard of any
+ *   media type: a star, a slash and a star), Accept-Encoding (with decoding on,
+ *   RQ_OPTION_DECODE_CONTENT), and for a body Content-Length. A header set on the request replaces
+ *   the default of the same name, once; a header removed (`rq_request_set_header` with NULL) is not
+ *   sent at all, defaults included.
  * - Bodies: a request that sends a body (one was set, or the method is POST, PUT or PATCH) sends
  *   "Content-Length: <size>" ("0" for none) and no Transfer-Encoding, unless the caller set
  *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length. No
@@ -265,21 +266,21 @@
  *   gets no body, that status is the response, and the connection is closed. A 417 (Expectation
  *   Failed) is such a response too: libcurl 7.88 does not repeat the request without the
  *   expectation, as RFC 9110 10.1.1 suggests. Removing the Expect header (NULL) sends the body at
- *   once, for such servers. Requests without a body (GET, HEAD, DELETE, OPTIONS, other
- *   methods) send neither Content-Length nor Transfer-Encoding.
+ *   once, for such servers. Requests without a body (GET, HEAD, DELETE, OPTIONS, other methods)
+ *   send neither Content-Length nor Transfer-Encoding.
  * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
  *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
  *   keep-alive.
  * - Resending: when a kept connection turns out closed by the server before any answer came (the
  *   server timed it out as the request went), libcurl sends the request again on a new connection,
- *   within the same attempt. The library lets it do so only for idempotent methods
- *   (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and for requests allowed to retry non-idempotent
- *   methods (`rq_request_set_retry_non_idempotent`): a POST, PATCH or other method is never sent
- *   twice unasked, since the server may have acted on it; its attempt ends with
+ *   within the same attempt. The library lets it do so only for idempotent methods (GET, HEAD,
+ *   OPTIONS, TRACE, PUT, DELETE) and for requests allowed to retry non-idempotent methods
+ *   (`rq_request_set_retry_non_idempotent`): a POST, PATCH or other method is never sent twice
+ *   unasked, since the server may have acted on it; its attempt ends with
  *   RQ_OUTCOME_CONNECTION_LOST and a message saying it was not sent again (the retry settings then
- *   decide). The same holds over HTTP/2 for a stream the server refused (REFUSED_STREAM, or past
- *   a GOAWAY), although HTTP/2 says such a stream was not processed: the library cannot tell the
- *   two cases apart.
+ *   decide). The same holds over HTTP/2 for a stream the server refused (REFUSED_STREAM, or past a
+ *   GOAWAY), although HTTP/2 says such a stream was not processed: the library cannot tell the two
+ *   cases apart.
  * What comes back:
  * - Informational 1xx responses (100 Continue, 103 Early Hints, ...) are skipped: the status,
  *   headers and body delivered are those of the final response.
@@ -296,34 +297,35 @@
  *   (`rq_response_header` returns the first; walk `rq_response_header_at` for all, e.g. every
  *   Set-Cookie), values without the blanks around them (an empty value is "", not NULL). A line
  *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers come
- *   after the headers, as more entries. No charset conversion is made: the body is the bytes
- *   sent, and the charset is the server's Content-Type header.
- * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip,
- *   deflate with or without its zlib wrapper, br, zstd), but the headers stay the server's: Content-Encoding is still there, and
- *   Content-Length is the encoded size (`rq_metrics.wire_bytes_down`), not the size of the body
- *   delivered (`rq_metrics.bytes_down`). A Content-Encoding this libcurl does not decode
- *   ("compress", "x-custom", ...) ends the attempt with RQ_OUTCOME_BAD_RESPONSE while decoding is
- *   on; with decoding off the body arrives as sent. "identity" is accepted.
+ *   after the headers, as more entries. No charset conversion is made: the body is the bytes sent,
+ *   and the charset is the server's Content-Type header.
+ * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip, deflate
+ *   with or without its zlib wrapper, br, zstd), but the headers stay the server's:
+ *   Content-Encoding is still there, and Content-Length is the encoded size
+ *   (`rq_metrics.wire_bytes_down`), not the size of the body delivered (`rq_metrics.bytes_down`). A
+ *   Content-Encoding this libcurl does not decode ("compress", "x-custom", ...) ends the attempt
+ *   with RQ_OUTCOME_BAD_RESPONSE while decoding is on; with decoding off the body arrives as sent.
+ *   "identity" is accepted.
  * - Ranges: a Range header of the caller's is sent as is; a 206 answer is a success whose body is
  *   the part sent (Content-Range tells where it goes); a 416 is an HTTP error.
  * Redirects (followed up to `rq_request_set_max_redirects`, 10 by default):
- * - Location may be absolute, relative ("next", "../x"), or scheme-relative
- *   ("//host/path"); it is resolved against the URL that was redirected (libcurl's `curl_url`). A Location's own
- *   fragment is kept in the effective URL but never sent; without one, the request's fragment
- *   carries over (RFC 9110 10.2.2).
- * - Method and body: 307 and 308 repeat the request as it was (method and body). 301 and 302 turn
- *   a POST into a GET without a body (as browsers, curl, requests and httpx do; RFC 9110 15.4.2-3
- *   allows it for POST only); every other method is repeated with its body. 303 turns a POST into
- *   a GET without a body, and a GET or HEAD stays what it was. A 303 answering a method other than
- *   GET, HEAD and POST is NOT followed (PUT, PATCH, DELETE, OPTIONS, ...): it is the response (RQ_OUTCOME_OK, status
- *   303, Location in its headers), because libcurl 7.88 would send that same method to the
- *   Location instead of the GET that RFC 9110 15.4.4 asks for; GET the Location yourself if you
- *   want it. Header lines set on the request (Content-Type included) go with every request of the
- *   chain, also after the body was dropped, except credentials to another host.
+ * - Location may be absolute, relative ("next", "../x"), or scheme-relative ("//host/path"); it is
+ *   resolved against the URL that was redirected (libcurl's `curl_url`). A Location's own fragment
+ *   is kept in the effective URL but never sent; without one, the request's fragment carries over
+ *   (RFC 9110 10.2.2).
+ * - Method and body: 307 and 308 repeat the request as it was (method and body). 301 and 302 turn a
+ *   POST into a GET without a body (as browsers, curl, requests and httpx do; RFC 9110 15.4.2-3
+ *   allows it for POST only); every other method is repeated with its body. 303 turns a POST into a
+ *   GET without a body, and a GET or HEAD stays what it was. A 303 answering a method other than
+ *   GET, HEAD and POST is NOT followed (PUT, PATCH, DELETE, OPTIONS, ...): it is the response
+ *   (RQ_OUTCOME_OK, status 303, Location in its headers), because libcurl 7.88 would send that same
+ *   method to the Location instead of the GET that RFC 9110 15.4.4 asks for; GET the Location
+ *   yourself if you want it. Header lines set on the request (Content-Type included) go with every
+ *   request of the chain, also after the body was dropped, except credentials to another host.
  * - What the completion tells: the status, headers and body of the last response, and
- *   `rq_response_url`, the last URL fetched. The statuses and headers of the redirects followed
- *   are not kept (`rq_metrics.header_bytes_down` counts their bytes); set the maximum to 0 to see
- *   each one and follow it yourself.
+ *   `rq_response_url`, the last URL fetched. The statuses and headers of the redirects followed are
+ *   not kept (`rq_metrics.header_bytes_down` counts their bytes); set the maximum to 0 to see each
+ *   one and follow it yourself.
  */
 #ifndef REQUESTQUEUE_H
 #define REQUESTQUEUE_H
