@@ -240,6 +240,92 @@
  *   was cut.
  * - A Retry-After that is neither 1 to 9 digits of seconds nor an IMF-fixdate ("Sun, 06 Nov 1994
  *   08:49:37 GMT", years 0001 to 9999) is ignored.
+ *
+ * ===================================================================================================
+ * The HTTP exchange (RFC 9110, 9112)
+ * ===================================================================================================
+ *
+ * What goes out (HTTP/1.1; HTTP/2 over TLS carries the same fields):
+ * - The request line has the method as set (case kept) and the URL's path and query exactly as
+ *   written (percent-encoding kept; "." and ".." segments removed, as libcurl does); the URL's
+ *   fragment ("#...") is never sent. Host is the URL's host, with the port unless it is the
+ *   scheme's default ("[::1]:8080" for an IPv6 literal). Userinfo in the URL
+ *   ("http://user:pw@host/", percent-decoded) is sent as Basic credentials, as with
+ *   `rq_request_set_credentials` (which wins when both are given).
+ * - Headers sent by default: Host, User-Agent (RQ_OPTION_USER_AGENT), Accept (the wildcard of any
+ *   media type: a star, a slash and a star), Accept-Encoding (with decoding on,
+ *   RQ_OPTION_DECODE_CONTENT), and for a body Content-Length. A header set on the request replaces
+ *   the default of the same name, once; a header removed (`rq_request_set_header` with NULL) is not
+ *   sent at all, defaults included.
+ * - Bodies: a request that sends a body (one was set, or the method is POST, PUT or PATCH) sends
+ *   "Content-Length: <size>" ("0" for none) and no Transfer-Encoding, unless the caller set
+ *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length. No
+ *   Content-Type is sent unless the caller sets one. A body of more than 1 MiB is sent with
+ *   "Expect: 100-continue" (libcurl's threshold): the body follows the server's "100 Continue", or
+ *   after 1 s without an answer; a server that answers a final status instead (413, 401, 417...)
+ *   gets no body, that status is the response, and the connection is closed. A 417 (Expectation
+ *   Failed) is such a response too: libcurl 7.88 does not repeat the request without the
+ *   expectation, as RFC 9110 10.1.1 suggests. Removing the Expect header (NULL) sends the body at
+ *   once, for such servers. Requests without a body (GET, HEAD, DELETE, OPTIONS, other methods)
+ *   send neither Content-Length nor Transfer-Encoding.
+ * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
+ *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
+ *   keep-alive.
+ * - Resending: when a kept connection turns out closed by the server before any answer came (the
+ *   server timed it out as the request went), libcurl sends the request again on a new connection,
+ *   within the same attempt. The library lets it do so only for idempotent methods (GET, HEAD,
+ *   OPTIONS, TRACE, PUT, DELETE) and for requests allowed to retry non-idempotent methods
+ *   (`rq_request_set_retry_non_idempotent`): a POST, PATCH or other method is never sent twice
+ *   unasked, since the server may have acted on it; its attempt ends with
+ *   RQ_OUTCOME_CONNECTION_LOST and a message saying it was not sent again (the retry settings then
+ *   decide). The same holds over HTTP/2 for a stream the server refused (REFUSED_STREAM, or past a
+ *   GOAWAY), although HTTP/2 says such a stream was not processed: the library cannot tell the two
+ *   cases apart.
+ * What comes back:
+ * - Informational 1xx responses (100 Continue, 103 Early Hints, ...) are skipped: the status,
+ *   headers and body delivered are those of the final response.
+ * - No body is read for HEAD, 204 and 304, whatever their Content-Length says; the response's
+ *   Content-Length is the server's (for HEAD, the length a GET would get). A response without
+ *   Content-Length or chunked framing (HTTP/1.0 style) ends when the server closes; one that ends
+ *   before its Content-Length is RQ_OUTCOME_CONNECTION_LOST. Chunked framing wins over a
+ *   Content-Length sent beside it; chunk extensions are ignored.
+ * - Any status from 100 to 599 is accepted, by its class: below 400 RQ_OUTCOME_OK, from 400
+ *   RQ_OUTCOME_HTTP_STATUS (a 299 is a success, a 499 an error); a reason phrase may be empty or
+ *   missing. Outside that range: RQ_OUTCOME_BAD_RESPONSE (see "What a server sends").
+ * - Headers (`rq_response_header_count`, `_header_at`, `_header`): those of the final response, in
+ *   the order received, names as the server wrote them, repeated fields kept as separate entries
+ *   (`rq_response_header` returns the first; walk `rq_response_header_at` for all, e.g. every
+ *   Set-Cookie), values without the blanks around them (an empty value is "", not NULL). A line
+ *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers come
+ *   after the headers, as more entries. No charset conversion is made: the body is the bytes sent,
+ *   and the charset is the server's Content-Type header.
+ * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip, deflate
+ *   with or without its zlib wrapper, br, zstd), but the headers stay the server's:
+ *   Content-Encoding is still there, and Content-Length is the encoded size
+ *   (`rq_metrics.wire_bytes_down`), not the size of the body delivered (`rq_metrics.bytes_down`). A
+ *   Content-Encoding this libcurl does not decode ("compress", "x-custom", ...) ends the attempt
+ *   with RQ_OUTCOME_BAD_RESPONSE while decoding is on; with decoding off the body arrives as sent.
+ *   "identity" is accepted.
+ * - Ranges: a Range header of the caller's is sent as is; a 206 answer is a success whose body is
+ *   the part sent (Content-Range tells where it goes); a 416 is an HTTP error.
+ * Redirects (followed up to `rq_request_set_max_redirects`, 10 by default):
+ * - Location may be absolute, relative ("next", "../x"), or scheme-relative ("//host/path"); it is
+ *   resolved against the URL that was redirected (libcurl's `curl_url`). A Location's own fragment
+ *   is kept in the effective URL but never sent; without one, the request's fragment carries over
+ *   (RFC 9110 10.2.2).
+ * - Method and body: 307 and 308 repeat the request as it was (method and body). 301 and 302 turn a
+ *   POST into a GET without a body (as browsers, curl, requests and httpx do; RFC 9110 15.4.2-3
+ *   allows it for POST only); every other method is repeated with its body. 303 turns a POST into a
+ *   GET without a body, and a GET or HEAD stays what it was. A 303 answering a method other than
+ *   GET, HEAD and POST is NOT followed (PUT, PATCH, DELETE, OPTIONS, ...): it is the response
+ *   (RQ_OUTCOME_OK, status 303, Location in its headers), because libcurl 7.88 would send that same
+ *   method to the Location instead of the GET that RFC 9110 15.4.4 asks for; GET the Location
+ *   yourself if you want it. Header lines set on the request (Content-Type included) go with every
+ *   request of the chain, also after the body was dropped, except credentials to another host.
+ * - What the completion tells: the status, headers and body of the last response, and
+ *   `rq_response_url`, the last URL fetched. The statuses and headers of the redirects followed are
+ *   not kept (`rq_metrics.header_bytes_down` counts their bytes); set the maximum to 0 to see each
+ *   one and follow it yourself.
  */
 #ifndef REQUESTQUEUE_H
 #define REQUESTQUEUE_H
@@ -693,18 +779,26 @@ RQ_API rq_result rq_request_new(const char *url, rq_request **out_request);
  *  Errors: RQ_ERR_INVALID_HANDLE (already freed; of two racing frees, one gets RQ_OK). */
 RQ_API rq_result rq_request_free(rq_request *request);
 
-/** Sets the method ("GET" by default). Case-sensitive, as HTTP says. "HEAD" fetches no body.
+/** Sets the method ("GET" by default). Case-sensitive, as HTTP says. "HEAD" fetches no body. Any
+ *  token is sent as given ("PROPFIND", "REPORT", ...); see "The HTTP exchange" for bodies,
+ *  redirects and resending by method.
  *  Errors: RQ_ERR_INVALID_METHOD, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
 
-/** Sets a header, replacing any header of the same name (compared case-insensitively). A NULL
- *  value removes it; an empty value sends the header with no value. Header order is kept.
+/** Sets a header, replacing any header of the same name (compared case-insensitively), and the
+ *  default of that name (User-Agent, Accept, Accept-Encoding, Host, Expect, ...). A NULL value
+ *  removes it: the header is not sent at all, neither the request's nor a queue default's nor the
+ *  library's or libcurl's own (as curl -H "Accept:" does), except Content-Length and
+ *  Transfer-Encoding, which the body's framing decides (removing them changes nothing). An empty
+ *  value sends the header with no value. Header order is kept. See "The HTTP exchange".
  *  Errors: RQ_ERR_INVALID_HEADER, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
 
 /** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request
  *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed. Methods POST, PUT
- *  and PATCH send a body even when none is set (an empty one).
+ *  and PATCH send a body even when none is set (an empty one). A body goes with
+ *  "Content-Length: <size>", no Content-Type unless one is set, and "Expect: 100-continue" above
+ *  1 MiB (see "The HTTP exchange").
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
 
@@ -762,7 +856,9 @@ RQ_API rq_result rq_request_set_credentials(rq_request *request, const char *use
 
 /** Sets the maximum number of redirects followed (default 10; 0 follows none and delivers the 3xx
  *  response itself). More redirects complete with RQ_OUTCOME_TOO_MANY_REDIRECTS. Redirects go only
- *  to http and https URLs. At most 1000. */
+ *  to http and https URLs. At most 1000. Which method and body each redirect status repeats, and
+ *  the 303 answering PUT, DELETE and the like that is delivered rather than followed: see "The
+ *  HTTP exchange". */
 RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_redirects);
 
 /** Sets the maximum size of the response body in bytes; a larger body (announced by Content-Length
@@ -802,9 +898,11 @@ RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn)
  *  request keeps its place among the running requests. HTTP error statuses are not retried unless
  *  RQ_OUTCOME_HTTP_STATUS is among the retry outcomes or the status among the retry statuses.
  *  Methods that are not idempotent (POST, PATCH, ...) are not retried unless allowed with
- *  `rq_request_set_retry_non_idempotent`. Like libcurl and browsers, a request sent
- *  on a reused keep-alive connection that the server closed before answering anything is sent
- *  once more on a new connection within the same attempt. */
+ *  `rq_request_set_retry_non_idempotent`. Like libcurl and browsers, a request with an
+ *  idempotent method sent on a reused keep-alive connection that the server closed before
+ *  answering anything is sent once more on a new connection within the same attempt; a POST,
+ *  PATCH or other non-idempotent request is not (RQ_OUTCOME_CONNECTION_LOST) unless
+ *  `rq_request_set_retry_non_idempotent` allows it (see "The HTTP exchange"). */
 RQ_API rq_result rq_request_set_retry(rq_request *request, int enabled);
 
 /** Sets the delay before the first retry (default 5 s; at most 1e6 s). */
@@ -890,7 +988,8 @@ RQ_API int rq_response_status(const rq_response *response);
  *  gives a pointer to a zero-length buffer). */
 RQ_API const uint8_t *rq_response_body(const rq_response *response, size_t *out_size);
 
-/** The number of headers of the last response (of the final one after redirects). */
+/** The number of headers of the last response (of the final one after redirects; 1xx responses
+ *  and redirects followed are not included; chunked trailers are, after the headers). */
 RQ_API size_t rq_response_header_count(const rq_response *response);
 
 /** Writes the name and value of header `index` (0-based, in the order received). Names are as
@@ -898,10 +997,14 @@ RQ_API size_t rq_response_header_count(const rq_response *response);
 RQ_API rq_result rq_response_header_at(const rq_response *response, size_t index,
                                        const char **out_name, const char **out_value);
 
-/** The value of the first header named `name` (case-insensitive), or NULL when absent. */
+/** The value of the first header named `name` (case-insensitive), or NULL when absent ("" for a
+ *  header sent with an empty value). Repeated headers: see `rq_response_header_at`. */
 RQ_API const char *rq_response_header(const rq_response *response, const char *name);
 
-/** The effective URL: the last one fetched, after redirects. Never NULL for a non-NULL response. */
+/** The effective URL: the last one fetched, after redirects (with a fragment, see "The HTTP
+ *  exchange"). Without a redirect it is the request's URL as libcurl normalised it, userinfo
+ *  (password included) and fragment kept: mind it before logging it. Never NULL for a non-NULL
+ *  response. */
 RQ_API const char *rq_response_url(const rq_response *response);
 
 /** A message describing a failure ("" for RQ_OUTCOME_OK). Never NULL for a non-NULL response. */

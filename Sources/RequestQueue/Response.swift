@@ -148,12 +148,27 @@ extension HeaderLines {
     /// in the stored copy (so that a NUL can replace it when the lines are cut).
     @inline(__always)
     static func append(_ line: UnsafeRawBufferPointer, to lines: ByteBuffer) -> Bool {
-        guard let base = line.baseAddress else { return true }
+        guard let base = line.baseAddress, let first = line.first else { return true }
+        if first == 0x20 || first == 0x09, lines.count > 0 { return fold(line, into: lines) }
         guard lines.append(base, line.count) else { return false }
         if line.last != 0x0A {
             var newline: UInt8 = 0x0A
             return lines.append(&newline, 1)
         }
         return true
+    }
+
+    /// A line that starts with a space or a tab continues the value of the line before (obs-fold,
+    /// RFC 9112 5.2): it is joined to it with one space, as a recipient must.
+    private static func fold(_ line: UnsafeRawBufferPointer, into lines: ByteBuffer) -> Bool {
+        func blank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        lines.removeLast(while: blank)
+        var start = 0, end = line.count
+        while start < end, blank(line[start]) { start += 1 }
+        while end > start, blank(line[end - 1]) { end -= 1 }
+        var space: UInt8 = 0x20, newline: UInt8 = 0x0A
+        guard lines.append(&space, 1) else { return false }
+        if end > start, let base = line.baseAddress, !lines.append(base + start, end - start) { return false }
+        return lines.append(&newline, 1)
     }
 }

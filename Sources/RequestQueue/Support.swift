@@ -277,6 +277,12 @@ final class ByteBuffer: @unchecked Sendable {
     /// Empties the buffer, keeping its memory for what comes next.
     func removeAll() { count = 0 }
 
+    /// Drops bytes from the end while `drop` says so.
+    func removeLast(while drop: (UInt8) -> Bool) {
+        guard let base else { return }
+        while count > 0, drop(base[count - 1]) { count -= 1 }
+    }
+
     /// Hands the memory and its byte count to the caller, who frees it; the buffer is empty after.
     func detach() -> (base: UnsafeMutablePointer<UInt8>?, count: Int) {
         defer {

@@ -56,6 +56,15 @@ final class Transfer {
     private var openedSocket: Int32 = -1
     /// Whether the headers of the response being received are not complete yet.
     private var awaitingHeaders = true
+    /// Whether the request was sent on a connection and no status line came back since: libcurl
+    /// sends it again on a new connection when a kept one closed unanswered (`connected`).
+    private var sentUnanswered = false
+    /// Whether such a resend of a non-idempotent request was refused: the attempt ends with
+    /// RQ_OUTCOME_CONNECTION_LOST.
+    private var resendRefused = false
+    /// Whether the attempt stopped at a 303 that libcurl would follow with the request's own
+    /// method (see `headEnded`): the 303 is the response.
+    private var seeOtherKept = false
     /// Whether the end of the current response's headers was handled (`headEnded`), and whether
     /// its head waits for the end of the attempt (a 401).
     private var headHandled = false
@@ -225,6 +234,9 @@ final class Transfer {
         socket = -1
         openedSocket = -1
         awaitingHeaders = true
+        sentUnanswered = false
+        resendRefused = false
+        seeOtherKept = false
         headHandled = false
         headDeferred = false
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
@@ -321,11 +333,10 @@ final class Transfer {
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, me)
         _ = ccurl_easy_setopt_prereq_fn(easy) { me, primaryIP, localIP, primaryPort, localPort in
-            if let me {
-                Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-                    .connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
-            }
-            return 0 // CURL_PREREQFUNC_OK
+            guard let me else { return 0 } // CURL_PREREQFUNC_OK
+            let send = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
+                .connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
+            return send ? 0 : 1 // CURL_PREREQFUNC_OK, CURL_PREREQFUNC_ABORT
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me)
         // A connection outlives the transfer that opened it: its close reaches the engine.
@@ -402,6 +413,12 @@ final class Transfer {
         // most 16 KiB to the write callback at a time). Decoding reads less (applyTransport).
         if o.streamsBody { _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, StreamChunk.capacity) }
         if o.progress { _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0) }
+        // libcurl takes every method that sends a body for a POST, which it turns into a GET on a
+        // 301 or 302 (as browsers do; RFC 9110 15.4.2-3 allows it for POST only): other methods
+        // keep theirs, and their body, as on a 307 or 308.
+        if o.sendsBody, o.method != "POST" {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_POSTREDIR, Int(CURL_REDIR_POST_301 | CURL_REDIR_POST_302))
+        }
         switch o.method {
         case "HEAD":
             _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
@@ -435,6 +452,7 @@ final class Transfer {
             headers.removeAll()
             sink = .undecided
             awaitingHeaders = true
+            sentUnanswered = false
             headHandled = false
             headDeferred = false
             responses += 1
@@ -459,6 +477,7 @@ final class Transfer {
             if !(100...199).contains(status) {
                 awaitingHeaders = false
                 headEnded(request)
+                if seeOtherKept { return false }
             }
             return sink != .undecided || decideSink(request)
         }
@@ -488,7 +507,13 @@ final class Transfer {
     private func headEnded(_ request: Request) {
         guard !headHandled else { return }
         headHandled = true
-        if (300...399).contains(status), followsRedirect(request) { return }
+        if (300...399).contains(status), followsRedirect(request) {
+            // A 303 asks for a GET of its Location (RFC 9110 15.4.4). libcurl 7.88 makes a GET of
+            // a POST, but sends any other method (CURLOPT_CUSTOMREQUEST: PUT, DELETE, ...) there
+            // again: such a 303 is not followed; it ends the attempt as its response.
+            guard status == 303, !HTTPMethods.seeOtherFollowed.contains(request.method) else { return }
+            seeOtherKept = true
+        }
         if status == 401 {
             headDeferred = true
             return
@@ -760,8 +785,18 @@ final class Transfer {
     /// find its socket. A socket libcurl opened for this attempt is recorded under the
     /// connection's addresses (if its local port confirms it is the one that connected), so that
     /// later attempts reusing the connection find it there.
+    /// Returns false to refuse sending: a request already sent that got no status line back is
+    /// being sent again (libcurl does so when a kept connection closed unanswered), and its method
+    /// is not idempotent: the server may have acted on it, so it goes again only when the caller
+    /// allowed retries of such methods.
     private func connected(primaryIP: UnsafeMutablePointer<CChar>?, localIP: UnsafeMutablePointer<CChar>?,
-                           primaryPort: Int32, localPort: Int32) {
+                           primaryPort: Int32, localPort: Int32) -> Bool {
+        if sentUnanswered, let request, !request.retry.retriesNonIdempotent,
+           !HTTPMethods.idempotent.contains(request.method) {
+            resendRefused = true
+            return false
+        }
+        sentUnanswered = true
         let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort)
         if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
             engine.socketConnected(openedSocket, key: key)
@@ -771,6 +806,7 @@ final class Transfer {
         }
         openedSocket = -1
         counted.tcp = -1
+        return true
     }
 
     /// A connection's key in the engine's table of sockets: a hash of its addresses and ports
@@ -865,6 +901,12 @@ final class Transfer {
             if url.withCString({ strcmp($0, effective) }) != 0 {
                 url = String(cString: effective)
                 secure = strncasecmp(effective, "https:", 6) == 0
+                // After a redirect whose Location has no fragment, the request's own fragment
+                // applies (RFC 9110 10.2.2); libcurl's URL is the Location's.
+                let hash = UInt8(ascii: "#")
+                if strchr(effective, Int32(hash)) == nil, let at = request.url.string.utf8.firstIndex(of: hash) {
+                    url += request.url.string[at...]
+                }
             } else if followedNone, urlSet != nil {
                 urlSetIsEffective = true
             }
@@ -874,6 +916,13 @@ final class Transfer {
         if let protocolError {
             outcome = .badResponse
             message = protocolError
+        } else if seeOtherKept {
+            outcome = .ok
+            message = ""
+        } else if resendRefused {
+            outcome = .connectionLost
+            message = "the server closed the connection without answering; the \(request.method) request was not "
+                + "sent again, as the server may have acted on it (rq_request_set_retry_non_idempotent allows it)"
         } else if let fileError, !outOfMemory, !tooLarge {
             outcome = .fileError
             message = fileError

@@ -566,13 +566,16 @@ extension Transfer {
         // (Most requests have no header lines of their own: nothing to look for then.)
         let own = !r.headers.isEmpty
         func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
-        let agent = agentLine && !(own && has("user-agent"))
+        // Headers the caller removed (a NULL value), those the library or libcurl adds included.
+        let removed = r.removedHeaders
+        let agent = agentLine && !(own && has("user-agent")) && !removed.contains("user-agent")
         let contentType = r.sendsBody && !(own && has("content-type"))
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
         let encoding = (o.transport.decodeContent ?? true) && !(own && has("accept-encoding"))
+            && !removed.contains("accept-encoding")
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
-        if !own, resumeFrom == 0, !agent || o.agent.isStandard, index == 0 || sharedLists[index] != nil {
+        if !own, removed.isEmpty, resumeFrom == 0, !agent || o.agent.isStandard, index == 0 || sharedLists[index] != nil {
             list = sharedLists[index]
         } else {
             func append(_ line: UnsafePointer<CChar>?) {
@@ -597,6 +600,11 @@ extension Transfer {
                 }
                 line.append(0)
                 line.withUnsafeBufferPointer { append(UnsafeRawPointer($0.baseAddress)?.assumingMemoryBound(to: CChar.self)) }
+            }
+            // "Name:" keeps libcurl from adding its own (Accept, Expect, User-Agent, Host, ...);
+            // the body's framing stays libcurl's.
+            for name in removed where name != "content-length" && name != "transfer-encoding" && !(own && has(name)) {
+                append(name + ":")
             }
             if contentType { contentTypeOffLine.withUnsafeBufferPointer { append($0.baseAddress) } }
             if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }

@@ -8,4 +8,7 @@ public enum HTTPMethods {
     public static let coalescable: Set<String> = ["GET", "HEAD", "OPTIONS"]
     /// Methods that send a body, empty when none was set (libcurl is told its size, 0).
     public static let sendingBody: Set<String> = ["POST", "PUT", "PATCH"]
+    /// Methods whose 303 redirect libcurl follows as RFC 9110 says (POST turned into GET, GET and
+    /// HEAD kept); a 303 answering any other method is delivered, not followed.
+    public static let seeOtherFollowed: Set<String> = ["GET", "HEAD", "POST"]
 }

@@ -52,6 +52,22 @@ id=..., group=...):
                                    F bytes (default 0), then nothing until /_/release?key=K
                                    (then the rest) or until the client leaves (the request's
                                    log entry then has "client_gone": true)
+  /raw?b64=B                       writes the bytes of B (URL-safe base64) as they are, then
+                                   closes the connection: any status line, header block or body
+  /inspect                         JSON of the request as received: method, target, version,
+                                   headers as [name, value] pairs in order (repeats kept), body
+                                   (latin-1), body_len, conn
+  /drop?key=K&n=N                  reads the request, then closes the connection without
+                                   answering, for the first N requests of key K (default: every
+                                   one); later ones get 200 JSON {"attempt": i}
+  /expect-final?status=C           sends no "100 Continue": answers C (default 417) with
+                                   Connection: close as soon as the head arrives, then reads the
+                                   request body until the client closes; its log entry gets
+                                   "body_len" (bytes that came after the head) and "drained": true
+  /encoded?coding=E&s=TEXT         TEXT (default 2000 bytes of text) compressed with E (gzip,
+                                   deflate = zlib format, raw-deflate, identity, or any other
+                                   name: sent as is), "Content-Encoding: E", the compressed
+                                   Content-Length (chunked=1: chunked instead)
   /flaky?key=K&fail=F&mode=M&n=N&code=C&retry_after=V&s=S
                                    first F requests per key fail (mode reset|status|
                                    truncated|stall), then 200 with N bytes (ranges=1 as
@@ -60,6 +76,7 @@ id=..., group=...):
 
 import argparse
 import base64
+import gzip
 import http
 import json
 import os
@@ -74,6 +91,7 @@ import sys
 import threading
 import time
 import traceback
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -277,6 +295,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.dispatch
         raise AttributeError(name)
 
+    def handle_expect_100(self):
+        # /expect-final answers with its final status instead of "100 Continue".
+        if urlsplit(self.path).path == "/expect-final":
+            return True
+        return super().handle_expect_100()
+
     def q(self, name, default=None, conv=str):
         values = self.query.get(name)
         return conv(values[0]) if values else default
@@ -408,7 +432,10 @@ class Handler(BaseHTTPRequestHandler):
                       "body_len": 0, "conn": self.conn_id}
         self.state.begin(self.entry, self.group)
         try:
-            self.body, body_len = self.read_body(keep=url.path == "/echo")
+            if url.path == "/expect-final":
+                self.body, body_len = b"", 0  # read after the answer (expect_final)
+            else:
+                self.body, body_len = self.read_body(keep=url.path in ("/echo", "/inspect"))
             self.state.update(self.entry, body_len=body_len)
             self.extra_headers = [(h.partition(":")[0].strip(), h.partition(":")[2].strip())
                                   for h in self.query.get("header", []) if ":" in h]
@@ -491,6 +518,19 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json({"method": self.command, "path": self.path,
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                             "body": self.body.decode("latin-1"), "body_len": len(self.body)})
+        elif path == "/inspect":
+            self.send_json({"method": self.command, "target": self.path, "version": self.request_version,
+                            "headers": [[k, v] for k, v in self.headers.items()],
+                            "body": self.body.decode("latin-1"), "body_len": len(self.body),
+                            "conn": self.conn_id})
+        elif path == "/raw":
+            self.raw()
+        elif path == "/drop":
+            self.drop()
+        elif path == "/expect-final":
+            self.expect_final()
+        elif path == "/encoded":
+            self.encoded()
         elif path == "/headers":
             self.send_json({k.lower(): v for k, v in self.headers.items()})
         elif path == "/upload":
@@ -556,6 +596,61 @@ class Handler(BaseHTTPRequestHandler):
                 self.state.update(self.entry, client_gone=True)
                 return
         self.emit(b"", [pattern(first, n - first)])
+
+    def raw(self):
+        data = base64.urlsafe_b64decode(self.q("b64", "") + "==")
+        self.close_connection = True
+        self.head_sent = True
+        self.done()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def drop(self):
+        attempt = self.state.flaky_attempt("drop:" + self.q("key", ""))
+        n = self.q("n", None, int)
+        if n is None or attempt <= n:
+            self.close_connection = True
+            self.head_sent = True
+            self.state.update(self.entry, dropped=True)
+            return
+        self.send_json({"attempt": attempt})
+
+    def expect_final(self):
+        entry = self.entry  # (sending the answer ends the entry)
+        self.close_connection = True
+        code = self.q("status", 417, int)
+        self.send(code, f"status {code}")
+        self.wfile.flush()
+        total = 0
+        try:
+            while True:
+                data = self.connection.recv(IO_SIZE)
+                if not data:
+                    break
+                total += len(data)
+        except OSError:
+            pass
+        self.state.update(entry, body_len=total, drained=True)
+
+    def encoded(self):
+        text = self.q("s", None)
+        data = text.encode() if text is not None else b"".join(
+            b"line %04d: the quick brown fox jumps over the lazy dog\n" % i for i in range(40))[:2000]
+        coding = self.q("coding", "gzip")
+        if coding == "gzip":
+            body = gzip.compress(data)
+        elif coding == "deflate":
+            body = zlib.compress(data)
+        elif coding == "raw-deflate":
+            c = zlib.compressobj(wbits=-15)
+            body = c.compress(data) + c.flush()
+        else:
+            body = data
+        chunked = self.q("chunked", "0") not in ("0", "", "false")
+        headers = [("Content-Type", "text/plain; charset=utf-8"),
+                   ("Content-Encoding", "deflate" if coding == "raw-deflate" else coding)]
+        head = self.head(200, headers, length=len(body), chunked=chunked)
+        self.emit(head, chunk_frames([body]) if chunked else [body])
 
     def client_gone(self, seconds):
         """Wait `seconds`; True as soon as the client closes the connection."""

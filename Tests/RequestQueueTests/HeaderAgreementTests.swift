@@ -34,5 +34,6 @@ import Testing
         #expect(Self.methods(after: "any method other than ", until: ")") == HTTPMethods.idempotent)
         #expect(Self.methods(after: "An equal request with a safe method (", until: ")") == HTTPMethods.coalescable)
         #expect(Self.methods(after: "Methods ", until: " send a body even when none is set") == HTTPMethods.sendingBody)
+        #expect(Self.methods(after: "A 303 answering a method other than ", until: " is NOT followed") == HTTPMethods.seeOtherFollowed)
     }
 }
