@@ -79,6 +79,8 @@ final class Engine: @unchecked Sendable {
     /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
     private var sockets: [Int: Int32] = [:]
     private var socketKeys: [Int32: Int] = [:]
+    /// The entry of `sockets` last recorded or found (`socket(for:)`), nil after its socket closed.
+    private var lastSocket: (key: Int, fd: Int32)?
     /// Transfers started in this turn of the loop: when every running transfer is one of them,
     /// none can have a response ready yet, and the batching's look at the sockets is skipped.
     private var startedThisTurn = 0
@@ -121,7 +123,7 @@ final class Engine: @unchecked Sendable {
     /// lock is released: the woken engine takes that lock first, and would find it held.
     /// A thread running a batch of callbacks wakes the engine once, at the end of the batch.
     func send(_ command: Command) {
-        let deferring = pthread_getspecific(Engine.deferringKey) == Unmanaged.passUnretained(self).toOpaque()
+        let deferring = pthread_getspecific(deferringKey) == Unmanaged.passUnretained(self).toOpaque()
         let appended: Bool = inboxLock.withLock {
             // After the shutdown the multi handle is gone: a late command (a cancel racing
             // rq_queue_free, say) has nothing left to act on.
@@ -168,10 +170,10 @@ final class Engine: @unchecked Sendable {
     /// after 1 ms of callbacks (`flushDeferredWakeIfDue`), serves them all. That wake-up follows
     /// every held-back append, so the proof of `waitForWork` holds for it as for a `send`.
     func deferringWakeUps(_ body: () -> Void) {
-        let previous = pthread_getspecific(Engine.deferringKey)
-        pthread_setspecific(Engine.deferringKey, Unmanaged.passUnretained(self).toOpaque())
+        let previous = pthread_getspecific(deferringKey)
+        pthread_setspecific(deferringKey, Unmanaged.passUnretained(self).toOpaque())
         body()
-        pthread_setspecific(Engine.deferringKey, previous)
+        pthread_setspecific(deferringKey, previous)
         if deferredWakeSince != 0 {
             deferredWakeSince = 0
             wakeIfWaiting()
@@ -188,7 +190,11 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
-    var isCurrentThread: Bool { pthread_getspecific(Engine.threadKey) == Unmanaged.passUnretained(self).toOpaque() }
+    var isCurrentThread: Bool { pthread_getspecific(threadKey) == Unmanaged.passUnretained(self).toOpaque() }
+    /// `Engine.threadKey` and `Engine.deferringKey`, read once: every read of a static checks its
+    /// lazy initialization (`swift_once`), and these are read for every post and every send.
+    private let threadKey = Engine.threadKey
+    private let deferringKey = Engine.deferringKey
     private static let threadKey: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
@@ -418,16 +424,24 @@ final class Engine: @unchecked Sendable {
         while let message = curl_multi_info_read(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = ccurl_msg_result(message)
-            var privateData: UnsafeMutableRawPointer?
-            _ = ccurl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privateData)
-            guard let privateData else { continue }
-            let transfer = Unmanaged<Transfer>.fromOpaque(privateData).takeUnretainedValue()
-            guard let request = transfer.request else { continue }
+            guard let transfer = runningTransfer(of: easy), let request = transfer.request else { continue }
             let generation = transfer.generation
             let response = transfer.response(for: request, code: code)
             recycle(transfer)
             finished(request, generation, response)
         }
+    }
+
+    /// The running transfer of `easy` (a handle libcurl reports done is in the multi handle, so
+    /// running). Among a few, found by a look through them: asking libcurl (CURLINFO_PRIVATE) costs
+    /// about 80 instructions.
+    private func runningTransfer(of easy: UnsafeMutableRawPointer) -> Transfer? {
+        if running.count <= 4 {
+            for index in running.indices where running[index].easy == easy { return running[index] }
+        }
+        var privateData: UnsafeMutableRawPointer?
+        _ = ccurl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &privateData)
+        return privateData.map { Unmanaged<Transfer>.fromOpaque($0).takeUnretainedValue() }
     }
 
     /// Ends, as timed out, the transfers that broke a slow-server limit (idle, response headers,
@@ -471,12 +485,21 @@ final class Engine: @unchecked Sendable {
     func socketConnected(_ fd: Int32, key: Int) {
         if let old = sockets.updateValue(fd, forKey: key), old != fd { socketKeys[old] = nil }
         if let old = socketKeys.updateValue(key, forKey: fd), old != key { sockets[old] = nil }
+        lastSocket = (key, fd)
     }
 
-    func socket(for key: Int) -> Int32 { sockets[key] ?? -1 }
+    /// The socket of the connection with this key, or -1. (An attempt on a kept connection, the
+    /// common case, asks for the one the previous attempt asked for: no hashing then.)
+    func socket(for key: Int) -> Int32 {
+        if let last = lastSocket, last.key == key { return last.fd }
+        guard let fd = sockets[key] else { return -1 }
+        lastSocket = (key, fd)
+        return fd
+    }
 
     func socketClosed(_ fd: Int32) {
         if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
+        if lastSocket?.fd == fd { lastSocket = nil }
     }
 
     // What a transfer posts for its attempt, through the queue's one path (`Queue.post`).

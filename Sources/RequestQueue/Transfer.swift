@@ -797,7 +797,7 @@ final class Transfer {
             return false
         }
         sentUnanswered = true
-        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort)
+        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
         if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
             engine.socketConnected(openedSocket, key: key)
             socket = openedSocket
@@ -813,8 +813,8 @@ final class Transfer {
     /// (FNV-1a from a seed drawn once per process; `Hasher` cost six times as much, and this runs
     /// for every attempt).
     static func connectionKey(_ primaryIP: UnsafePointer<CChar>?, _ localIP: UnsafePointer<CChar>?,
-                              _ primaryPort: Int32, _ localPort: Int32) -> Int {
-        var hash = connectionKeySeed
+                              _ primaryPort: Int32, _ localPort: Int32, seed: UInt64 = connectionKeySeed) -> Int {
+        var hash = seed
         func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
         func mix(text: UnsafePointer<CChar>?) {
             var next = text
@@ -836,6 +836,9 @@ final class Transfer {
     }
 
     private static let connectionKeySeed = UInt64.random(in: .min ... .max) | 1
+    /// `connectionKeySeed`, read once per transfer (a static's every read checks its lazy
+    /// initialization).
+    private let keySeed = Transfer.connectionKeySeed
 
     /// Engine thread: the completion message when the attempt broke one of its slow-server limits
     /// (`TransferWatch`), nil while it is fine. Bytes count in both directions, headers included.

@@ -170,19 +170,27 @@ final class QueueTransport: @unchecked Sendable {
     /// they changed since the engine last set them.
     private var connectionLimits = (total: 0, perHost: 0)
     private var connectionLimitsChanged = false
+    /// Set with `connectionLimitsChanged` (under `lock`), cleared by the engine once it took the
+    /// limits: a start whose queue's limits did not change (most) takes no lock to know it.
+    private let connectionLimitsMayHaveChanged = Atomic<Bool>(false)
 
     func setConnectionLimits(total: Int, perHost: Int) {
         lock.withLock {
             connectionLimits = (total, perHost)
             connectionLimitsChanged = true
+            connectionLimitsMayHaveChanged.store(true, ordering: .releasing)
         }
     }
 
     var currentConnectionLimits: (total: Int, perHost: Int) { lock.withLock { connectionLimits } }
 
-    /// Engine thread, before a transfer starts: sets changed limits on the multi handle.
+    /// Engine thread, before a transfer starts: sets changed limits on the multi handle. (A change
+    /// made while the engine takes the limits sets the flag again after its store below, or is
+    /// taken by this call: the flag is cleared under the lock, with `connectionLimitsChanged`.)
     func applyConnectionLimits(_ multi: UnsafeMutableRawPointer) {
+        guard connectionLimitsMayHaveChanged.load(ordering: .acquiring) else { return }
         guard let limits: (total: Int, perHost: Int) = lock.withLock({
+            connectionLimitsMayHaveChanged.store(false, ordering: .relaxed)
             defer { connectionLimitsChanged = false }
             return connectionLimitsChanged ? connectionLimits : nil
         }) else { return }

@@ -355,6 +355,9 @@ public struct Scheduler<Key: Hashable> {
 
     /// The next waiting id that may start now, or nil.
     private mutating func nextEligible(now: Double) -> UInt64? {
+        // Nothing waits (every report of a queue that keeps up): no level to look through.
+        // (Tombstones left in the levels go with the next look, or `compactIfSparse`.)
+        guard entries.count > running else { return nil }
         let constrained = maxPerHost > 0 || rateLimit != nil
         if let rateLimit, !rateLimit.perHost, !hasToken("", now: now) { return nil }
         for level in levels.indices.reversed() {
