@@ -255,7 +255,13 @@ def _free_dropped(info: Tuple[Any, ...]) -> None:
     if allocated is not None:
         message += "\nObject allocated at (most recent call last):" + "".join(
             f'\n  File "{file}", lineno {line}' for file, line in allocated)
-    warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+    try:
+        warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+    except Warning as warning:  # -W error: an exception nobody can catch (we are in the reaper thread)
+        # Reported as Python reports a ResourceWarning it cannot raise (an unclosed file's, under -W
+        # error), not as a failure of the binding.
+        sys.stderr.write(f"Exception ignored in: <requestqueue {kind} made at {filename}:{lineno}>\n"
+                         f"{type(warning).__name__}: {warning}\n")
 
 
 # The files whose frames create a queue (skipped by _creation_site).
