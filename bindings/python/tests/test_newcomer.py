@@ -58,6 +58,17 @@ def test_fetch_text_json_headers_and_post(server):
     """), "200 text/plain; charset=latin-1 café latin-1\nTrue {\"a\": 1} application/json\nabc\nb'abc'\n")
 
 
+def test_one_request_without_a_queue(server):
+    # requests.get(url) and Ruby's RequestQueue.request(url): one call, no queue to manage.
+    clean(run(server, f"""
+        print(rq.fetch(BASE + "/bytes?n=3").body, rq.fetch(BASE + "/echo", method="POST", json=[1]).json()["body"])
+        try:
+            rq.fetch("http://127.0.0.1:{server.closed_port()}/")
+        except rq.ConnectError:
+            print("ConnectError")
+    """), "b'abc' [1]\nConnectError\n")
+
+
 def test_errors_are_the_builtin_kinds(server):
     clean(run(server, f"""
         with rq.Queue() as q:
