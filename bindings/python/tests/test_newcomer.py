@@ -69,6 +69,16 @@ def test_one_request_without_a_queue(server):
     """), "b'abc' [1]\nConnectError\n")
 
 
+def test_a_method_in_lower_case_is_sent_in_upper_case(server):
+    # As requests, httpx and aiohttp do: method="post" is a POST (servers answer 501 or 405 to "post").
+    clean(run(server, """
+        with rq.Queue() as q:
+            print([q.fetch(BASE + "/echo", method=m, body=b"x").json()["method"] for m in ("post", "Put", "DELETE")])
+            print(q.add(BASE + "/echo", method="patch", timeout=5).result().json()["method"])
+            print(rq.Request(BASE + "/echo", method="options").method)
+    """), "['POST', 'PUT', 'DELETE']\nPATCH\nOPTIONS\n")
+
+
 def test_errors_are_the_builtin_kinds(server):
     clean(run(server, f"""
         with rq.Queue() as q:

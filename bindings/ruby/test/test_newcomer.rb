@@ -64,6 +64,14 @@ class TestNewcomer < Minitest::Test
     RUBY
   end
 
+  # As Typhoeus (Ethon), Faraday and Net::HTTP do: method: "post" is a POST.
+  def test_a_method_in_lower_case_is_sent_in_upper_case
+    assert_clean(<<~RUBY, "[\"POST\", \"PUT\", \"DELETE\"]\n\"PATCH\"\n")
+      p(["post", "Put", :delete].map { |m| RequestQueue.request(BASE + "/echo", method: m, body: "x").json["method"] })
+      p RequestQueue::Request.new(BASE + "/echo", method: "patch").http_method
+    RUBY
+  end
+
   def test_fetch_post_headers_errors
     port = closed_port
     assert_clean(<<~RUBY, "200 hello\nabc\ncannot_connect RequestQueue::CannotConnectError\nRequestQueue::InvalidURLError\ntimeout true\n404 true\n")

@@ -481,6 +481,8 @@ class Request:
         if on_complete is not None:
             self._on_complete = on_complete
         self.url = url
+        if method != "GET" and type(method) is str:
+            method = method.upper()  # as requests, httpx and aiohttp: "post" is a POST
         self.method = method
         if method != "GET":
             self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),

@@ -13,7 +13,7 @@ module RequestQueue
   #   queue << request
   #
   # Options (all optional):
-  #   method:           "GET" (default), "POST", ...; a Symbol is upcased (:post => "POST")
+  #   method:           "GET" (default), "POST", ...; upcased (:post and "post" are "POST")
   #   headers:          Hash or Array of [name, value]; a nil value removes a header
   #   body:             String (sent byte for byte), a File/IO (read whole when the request is
   #                     built), or a Hash/Array sent form-encoded as Faraday does (nested hashes
@@ -365,8 +365,9 @@ module RequestQueue
     end
 
     def http_method=(value)
-      value = value.to_s.upcase if value.is_a?(Symbol)
-      raise TypeError, "method must be a String or Symbol, not #{value.class}" unless value.is_a?(String)
+      raise TypeError, "method must be a String or Symbol, not #{value.class}" unless value.is_a?(String) || value.is_a?(Symbol)
+
+      value = value.to_s.upcase # as Typhoeus, Faraday and Net::HTTP: "post" is a POST
 
       RequestQueue.check(Native.rq_request_set_method(@pointer, value), "method #{value.inspect}")
       @http_method = value
