@@ -226,6 +226,23 @@ class TestNewcomer < Minitest::Test
     end
   end
 
+  # Middleware and callers of a Faraday response may change its body in place (force_encoding from
+  # the charset, as faraday-encoding does; <<): the net_http adapter's body can be, so ours too.
+  def test_faraday_body_can_be_changed_in_place
+    begin
+      require "faraday"
+    rescue LoadError
+      skip "faraday is not installed"
+    end
+    assert_clean(<<~RUBY, "caf\u00e9 UTF-8\nok!\n")
+      require "requestqueue/faraday"
+      conn = Faraday.new(url: BASE) { |f| f.adapter :requestqueue }
+      body = conn.get("/text", s: "caf\u00e9").body
+      puts "\#{body.force_encoding("UTF-8")} \#{body.encoding}"
+      puts conn.get("/text", s: "ok").body << "!"
+    RUBY
+  end
+
   private
 
   def closed_port
