@@ -211,6 +211,12 @@ class TestNewcomer < Minitest::Test
     end
   end
 
+  # The top-level README.md shows the same example.
+  def test_root_readme_example
+    root_readme = File.read(File.expand_path("../../../README.md", __dir__)).scan(/```ruby\n(.*?)```/m).flatten
+    assert_equal [readme_examples[0]], root_readme
+  end
+
   def test_readme_faraday_example
     begin
       require "faraday"
