@@ -3,6 +3,7 @@
 require_relative "test_helper"
 require "socket"
 require "tmpdir"
+require "open3"
 
 # What a newcomer does after reading only the READMEs: short, plain scripts, each run in its own
 # `ruby -w` (warnings on) against the fixture server, with what they print checked whole and
@@ -250,6 +251,25 @@ class TestNewcomer < Minitest::Test
       puts "\#{body.force_encoding("UTF-8")} \#{body.encoding}"
       puts conn.get("/text", s: "ok").body << "!"
     RUBY
+  end
+
+  # Installed as a gem, `require "requestqueue"` runs inside RubyGems' rescue of its first LoadError:
+  # the library's LoadError then had that one as its cause, which Ruby prints last ("cannot load
+  # such file -- requestqueue"), under the message that says what was tried.
+  def test_a_library_that_cannot_be_loaded_is_reported_alone
+    script = <<~RUBY
+      begin
+        raise LoadError, "cannot load such file -- requestqueue"   # as RubyGems' first attempt
+      rescue LoadError
+        require "requestqueue"
+      end
+    RUBY
+    out, err, status = Open3.capture3({ "REQUESTQUEUE_LIBRARY" => "/nonexistent/librequestqueue.so" },
+                                      RbConfig.ruby, "-w", "-I", LIB_DIR, "-e", script)
+    refute status.success?
+    assert_equal "", out
+    assert_match(/librequestqueue could not be loaded\. Tried:.*\n  REQUESTQUEUE_LIBRARY=/, err)
+    refute_match(/cannot load such file/, err)
   end
 
   private
