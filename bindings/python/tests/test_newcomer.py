@@ -156,6 +156,27 @@ def test_ctrl_c_during_wait_and_fetch(server):
     """), "wait interrupted\nfetch interrupted\n")
 
 
+def test_an_async_def_callback_is_refused_clearly(server):
+    # Callbacks are called, not awaited. An `async def` one on an AsyncQueue silently never ran (its
+    # coroutine dropped, "never awaited" at best); now it fails the request with a TypeError that
+    # says so, raised by the await of the request, as any exception of a callback.
+    clean(run(server, """
+        import asyncio
+        async def on_done(request):
+            print("never printed")
+        async def progress(request, p):
+            print("never printed")
+        async def main():
+            async with rq.AsyncQueue() as q:
+                for options in ({"on_complete": on_done}, {"on_download_progress": progress}):
+                    try:
+                        await q.add(BASE + "/bytes?n=1", **options)
+                    except TypeError as error:
+                        print(str(error).split(":")[0])
+        asyncio.run(main())
+    """), "on_complete returned a coroutine\non_download_progress returned a coroutine\n")
+
+
 # -- lifetimes --------------------------------------------------------------------------------------
 
 def test_use_after_close_and_a_response_that_outlives_its_queue(server):
