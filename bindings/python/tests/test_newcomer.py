@@ -300,6 +300,25 @@ def test_httpx_read_timeout_on_a_kept_alive_connection_is_a_read_timeout(server)
     """), "200\nGET ReadTimeout\nPOST ReadTimeout\n")
 
 
+def test_an_unclosed_httpx_client_is_reported_at_the_line_that_made_its_transport(server):
+    # The warning named a line inside requestqueue/httpx.py, where the transport makes its queue.
+    pytest.importorskip("httpx")
+    result = run(server, """
+        import asyncio, gc, httpx, requestqueue.httpx
+        async def main():
+            client = httpx.AsyncClient(transport=requestqueue.httpx.AsyncHTTPTransport())
+            print((await client.get(BASE + "/bytes?n=3")).status_code)
+        asyncio.run(main())
+        gc.collect()
+        rq._runtime._wait_for_reaper()
+    """)
+    assert (result.returncode, result.stdout) == (0, "200\n"), result.stderr
+    assert SLOW_CALLBACK.sub("", result.stderr) == (
+        "Exception ignored in: <requestqueue AsyncQueue made at <string>:7>\n"
+        "ResourceWarning: unclosed requestqueue AsyncQueue: freed by the garbage collector; close it with "
+        "close() or a with block\n")
+
+
 # -- the top-level README ---------------------------------------------------------------------------
 
 def root_examples():

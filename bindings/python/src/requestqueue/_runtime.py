@@ -264,9 +264,10 @@ def _free_dropped(info: Tuple[Any, ...]) -> None:
                          f"{type(warning).__name__}: {warning}\n")
 
 
-# The files whose frames create a queue (skipped by _creation_site).
+# The files whose frames create a queue (skipped by _creation_site): the queues' own, and the httpx
+# transport's (which makes the queue of a client: the warning then names the line of the transport).
 _QUEUE_FILES = frozenset(os.path.join(os.path.dirname(__file__), name + ".py")
-                         for name in ("_queues", "_async_queue"))
+                         for name in ("_queues", "_async_queue", "httpx"))
 
 
 def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:
