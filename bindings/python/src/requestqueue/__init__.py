@@ -18,6 +18,13 @@ asyncio::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import RequestOptions
+
 from ._async_queue import STREAM_BUFFER_LIMIT, AsyncQueue
 from ._queues import Queue
 from ._request import AuthChallenge, Request
@@ -83,6 +90,15 @@ from ._types import (
 __version__ = str(HEADER.defines["RQ_VERSION_STRING"])
 
 
+def fetch(request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Response:
+    """One request, on a queue of its own, waited for (as ``requests.get``; Ruby's
+    ``RequestQueue.request``): returns its Response or raises its error (HTTPStatusError for a
+    status >= 400, with the response). For more than one request, use a Queue: it runs them
+    concurrently and keeps connections open between them."""
+    with Queue() as queue:
+        return queue.fetch(request, **kwargs)
+
+
 def library_version() -> str:
     """The version of the loaded librequestqueue, such as "0.1.0"."""
     return str(ffi.string(lib.rq_version_string()).decode("ascii"))
@@ -106,6 +122,7 @@ __all__ = [
     "RateLimit",
     "Cookie",
     "STREAM_BUFFER_LIMIT",
+    "fetch",
     "library_version",
     "LIBRARY_PATH",
     "HEADER_PATH",

@@ -138,6 +138,18 @@ class AuthChallenge:
         return f"<AuthChallenge failures={self.failure_count} answered={self._answered} for {self.request!r}>"
 
 
+def _refuse_awaitable(returned: Any, name: str) -> None:
+    """Callbacks are called, not awaited: what an ``async def`` callback returns (a coroutine, which
+    would never run) is closed, and a TypeError says so (raised as any exception of a callback)."""
+    if hasattr(returned, "__await__"):
+        close = getattr(returned, "close", None)
+        if close is not None:
+            close()  # (no "coroutine ... was never awaited" warning on top)
+        raise TypeError(f"{name} returned a coroutine: callbacks are called, not awaited (an AsyncQueue "
+                        "calls them in its event loop's thread); make it a plain function (it can start "
+                        "a task), or await the request instead")
+
+
 class Request:
     """One HTTP exchange. Build it, then hand it to a queue (``queue.add(request)``); it is
     single-use. Invalid input raises at once (:class:`InvalidURLError`, ...).
@@ -481,6 +493,8 @@ class Request:
         if on_complete is not None:
             self._on_complete = on_complete
         self.url = url
+        if method != "GET" and type(method) is str:
+            method = method.upper()  # as requests, httpx and aiohttp: "post" is a POST
         self.method = method
         if method != "GET":
             self._call(lib.rq_request_set_method, _cstring(method, "method", InvalidMethodError),
@@ -809,8 +823,10 @@ class Request:
         if callback is None or not self._user_callbacks_allowed():
             return
         try:
-            callback(self, Progress(int(done), int(total) if total >= 0 else None,
-                                    float(fraction) if fraction >= 0 else None))
+            returned = callback(self, Progress(int(done), int(total) if total >= 0 else None,
+                                               float(fraction) if fraction >= 0 else None))
+            if returned is not None:
+                _refuse_awaitable(returned, "on_" + kind.replace(" ", "_"))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
             self._callback_failed(exc, kind)
 
@@ -820,7 +836,9 @@ class Request:
         piece = bytes(ffi.buffer(data, size))
         if self._on_body is not None:
             try:
-                self._on_body(self, piece, offset)
+                returned = self._on_body(self, piece, offset)
+                if returned is not None:
+                    _refuse_awaitable(returned, "on_body")
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 self._callback_failed(exc, "body")
             return
@@ -867,6 +885,7 @@ class Request:
         try:
             answer = self._on_auth(self, challenge)
             if answer is not None:
+                _refuse_awaitable(answer, "on_auth")
                 if not (isinstance(answer, tuple) and len(answer) == 2):
                     raise TypeError(f"on_auth must return None or a (user, password) tuple, not {answer!r}")
                 challenge.use_credential(*answer)
@@ -895,7 +914,9 @@ class Request:
             self._challenges = ()
         if self._on_complete is not None and not _runtime._exiting:
             try:
-                self._on_complete(self)
+                returned = self._on_complete(self)
+                if returned is not None:
+                    _refuse_awaitable(returned, "on_complete")
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 _note(exc, f"(raised in the completion callback of {self!r})")
                 if self._callback_error is None:

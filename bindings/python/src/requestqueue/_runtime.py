@@ -255,12 +255,19 @@ def _free_dropped(info: Tuple[Any, ...]) -> None:
     if allocated is not None:
         message += "\nObject allocated at (most recent call last):" + "".join(
             f'\n  File "{file}", lineno {line}' for file, line in allocated)
-    warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+    try:
+        warnings.warn_explicit(message, ResourceWarning, filename, lineno)
+    except Warning as warning:  # -W error: an exception nobody can catch (we are in the reaper thread)
+        # Reported as Python reports a ResourceWarning it cannot raise (an unclosed file's, under -W
+        # error), not as a failure of the binding.
+        sys.stderr.write(f"Exception ignored in: <requestqueue {kind} made at {filename}:{lineno}>\n"
+                         f"{type(warning).__name__}: {warning}\n")
 
 
-# The files whose frames create a queue (skipped by _creation_site).
+# The files whose frames create a queue (skipped by _creation_site): the queues' own, and the httpx
+# transport's (which makes the queue of a client: the warning then names the line of the transport).
 _QUEUE_FILES = frozenset(os.path.join(os.path.dirname(__file__), name + ".py")
-                         for name in ("_queues", "_async_queue"))
+                         for name in ("_queues", "_async_queue", "httpx"))
 
 
 def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:

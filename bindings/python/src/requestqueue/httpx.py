@@ -216,13 +216,23 @@ class _AsyncBody(httpx.AsyncByteStream):
         self._rq_request.cancel()
 
 
+# The beginnings of the library's messages for its limits on a server that holds an attempt (see
+# "Slow servers" in requestqueue.h): idle, response headers, low speed.
+_STALL_MESSAGES = ("no data received or sent for ", "the response headers were not complete ",
+                   "less than ")
+
+
 def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exception:
     message = response.message or response.outcome.name.lower()
     outcome = response.outcome
     metrics = response.metrics
     error: type
     if outcome == Outcome.TIMEOUT:
-        if metrics is None or metrics.connect is None:
+        # ConnectTimeout tells the caller the request was never sent (safe to send again, even a
+        # POST). The library's limits on a server that holds an attempt (idle, response headers, low
+        # speed; their messages are _STALL_MESSAGES) apply to a connection, kept open by an earlier
+        # request or not, whose metrics show no connect step: a read or write timeout.
+        if (metrics is None or metrics.connect is None) and not message.startswith(_STALL_MESSAGES):
             error = httpx.ConnectTimeout
         elif body and metrics.bytes_up < len(body) and not metrics.first_byte:
             error = httpx.WriteTimeout

@@ -213,7 +213,7 @@ module RequestQueue
     def finish(env, response, streamed)
       case response.outcome
       when :ok, :http_status
-        body = response.body
+        body = response.body.dup # (not frozen, as other adapters' bodies; the bytes are shared until changed)
         on_data = env[:request] && env[:request][:on_data]
         if on_data
           # A body that was not streamed (not a 2xx) goes to on_data in one piece.

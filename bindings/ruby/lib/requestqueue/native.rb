@@ -50,7 +50,8 @@ module RequestQueue
       raise LibraryNotFound,
             "librequestqueue could not be loaded. Tried:\n  " + tried.join("\n  ") +
             "\nSet #{ENV_VAR} to the full path of librequestqueue.so, install a gem that bundles " \
-            "it, or install the library where the system loader finds it."
+            "it, or install the library where the system loader finds it.",
+            cause: nil # (not RubyGems' LoadError of its first attempt, which Ruby would print last)
     end
 
     class << self

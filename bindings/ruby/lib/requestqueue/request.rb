@@ -13,13 +13,15 @@ module RequestQueue
   #   queue << request
   #
   # Options (all optional):
-  #   method:           "GET" (default), "POST", ...; a Symbol is upcased (:post => "POST")
+  #   method:           "GET" (default), "POST", ...; upcased (:post and "post" are "POST")
   #   headers:          Hash or Array of [name, value]; a nil value removes a header
   #   body:             String (sent byte for byte), a File/IO (read whole when the request is
   #                     built), or a Hash/Array sent form-encoded as Faraday does (nested hashes
   #                     as a[b]=1, arrays as a[]=1) with Content-Type
   #                     application/x-www-form-urlencoded, or multipart/form-data when a value is
   #                     a File/IO (see Form), unless a Content-Type is given
+  #   json:             any value JSON.generate takes, sent as the body with Content-Type
+  #                     application/json (unless a Content-Type is given); not with body:
   #   params:           Hash or Array appended to the URL's query string, form-encoded (nested)
   #   timeout:          total seconds per attempt (0 = no limit, the default)
   #   connect_timeout:  seconds to connect (default 30)
@@ -69,7 +71,7 @@ module RequestQueue
   #   http_version:     "1.1", "2" (default: HTTP/2 over TLS when offered) or "2-prior-knowledge"
   #   cookies:          true to use the queue's cookie jar (Queue#cookies)
   class Request
-    OPTIONS = %i[method headers body params timeout connect_timeout idle_timeout header_timeout
+    OPTIONS = %i[method headers body json params timeout connect_timeout idle_timeout header_timeout
                  low_speed_limit credentials retry
                  max_redirects max_response_size ca_file priority tag output_file resume
                  on_complete on_download_progress on_upload_progress on_auth on_body on_head].freeze +
@@ -123,7 +125,13 @@ module RequestQueue
     def configure(options)
       self.http_method = options[:method] if options.key?(:method)
       set_headers(options[:headers]) if options[:headers]
-      set_body(options[:body]) if options.key?(:body) && !options[:body].nil?
+      if options.key?(:json)
+        raise ArgumentError, "give either body: or json:, not both" unless options[:body].nil?
+
+        set_json(options[:json])
+      elsif options.key?(:body) && !options[:body].nil?
+        set_body(options[:body])
+      end
       set_seconds(:rq_request_set_timeout, :timeout, options[:timeout])
       set_seconds(:rq_request_set_connect_timeout, :connect_timeout, options[:connect_timeout])
       set_seconds(:rq_request_set_idle_timeout, :idle_timeout, options[:idle_timeout])
@@ -357,8 +365,9 @@ module RequestQueue
     end
 
     def http_method=(value)
-      value = value.to_s.upcase if value.is_a?(Symbol)
-      raise TypeError, "method must be a String or Symbol, not #{value.class}" unless value.is_a?(String)
+      raise TypeError, "method must be a String or Symbol, not #{value.class}" unless value.is_a?(String) || value.is_a?(Symbol)
+
+      value = value.to_s.upcase # as Typhoeus, Faraday and Net::HTTP: "post" is a POST
 
       RequestQueue.check(Native.rq_request_set_method(@pointer, value), "method #{value.inspect}")
       @http_method = value
@@ -393,6 +402,13 @@ module RequestQueue
         buffer.put_bytes(0, body)
         RequestQueue.check(Native.rq_request_set_body(@pointer, buffer, body.bytesize))
       end
+    end
+
+    # json: the value as a JSON body, with Content-Type application/json unless one is given.
+    def set_json(value)
+      require "json"
+      RequestQueue.check(Native.rq_request_set_header(@pointer, "Content-Type", "application/json")) unless @content_type
+      set_body(JSON.generate(value))
     end
 
     def set_seconds(function, name, value)

@@ -18,6 +18,7 @@ module RequestQueue
   #   response.header_pairs # [["Content-Type", "text/plain"], ...] in the order received
   #   response.code         # the status (as Typhoeus names it)
   #   response.json         # the body parsed as JSON
+  #   response.text         # the body decoded with its charset (UTF-8 by default), as UTF-8
   #   response["content-type"]  # first header of that name, case-insensitive, or nil
   #   response.url          # the effective URL, after redirects
   #   response.error        # nil, or the RequestError subclass instance for the outcome
@@ -223,6 +224,32 @@ module RequestQueue
     def json(**options)
       require "json"
       JSON.parse(body, **options)
+    end
+
+    # The charset of the Content-Type header ("utf-8", "ISO-8859-1", ...), or nil when it names none.
+    def charset
+      content_type = header("content-type")
+      content_type && content_type[/;\s*charset\s*=\s*"?([^";\s]+)/i, 1]
+    end
+
+    # Names of charsets that servers send and Ruby's Encoding does not know by that name.
+    CHARSET_ALIASES = { "latin-1" => Encoding::ISO_8859_1, "latin1" => Encoding::ISO_8859_1,
+                        "l1" => Encoding::ISO_8859_1, "utf8" => Encoding::UTF_8 }.freeze
+    private_constant :CHARSET_ALIASES
+
+    # The body as text: decoded with the charset of Content-Type (UTF-8 when it names none, or one
+    # Ruby does not know) into a UTF-8 String, each invalid byte replaced with U+FFFD. #body stays
+    # the bytes as received (Encoding::BINARY).
+    def text
+      name = charset
+      encoding = name && (CHARSET_ALIASES[name.downcase] || (Encoding.find(name) rescue nil))
+      encoding = Encoding::UTF_8 if encoding.nil? || encoding.dummy?
+      string = body.dup.force_encoding(encoding)
+      if encoding == Encoding::UTF_8
+        string.scrub
+      else
+        string.encode(Encoding::UTF_8, invalid: :replace, undef: :replace)
+      end
     end
 
     def cancelled?
