@@ -158,6 +158,9 @@ public final class QueueState<Key: Hashable, Ref> {
             return (MemoryLayout<Ref?>.size + align - 1) / align * align
         }
 
+        /// Whether `recordOffset` is where the compiler put the record (for the tests).
+        static var layoutAgrees: Bool { MemoryLayout<Entry>.offset(of: \Entry.record) == recordOffset }
+
         @inline(__always)
         private func read<R>(_ id: UInt64, _ body: (UnsafeRawPointer) -> R?) -> R? {
             guard id < UInt64(entries.count) else { return nil }
@@ -256,6 +259,8 @@ public final class QueueState<Key: Hashable, Ref> {
 
     public private(set) var scheduler = Scheduler<Key>()
     private var records = Records()
+    /// Whether the records' entries are laid out as `Records` reads them (for the tests).
+    static var recordsLayoutAgrees: Bool { Records.layoutAgrees }
     /// By slot: the last generation of the request that last had the slot (0 for a follower,
     /// which never has an attempt of its own).
     private var retiredGenerations: [UInt64] = []
