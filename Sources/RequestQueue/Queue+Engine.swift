@@ -164,9 +164,9 @@ extension Queue {
             case .reported:
                 // Every `.reported` ending comes from a mutation given a report.
                 if let reported { return reported }
-                return .cancelled(url: request.url.string, attempts: attempts)
+                return .cancelled(request, attempts: attempts)
             case .cancelled(let reason):
-                return .cancelled(url: request.url.string, attempts: attempts, message: reason.message)
+                return .cancelled(request, attempts: attempts, message: reason.message)
             }
         }
         actions.forEach { action in

@@ -102,10 +102,10 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     /// A request's state; plain values, so that updating one costs no reference counting (its
-    /// `Ref` is kept apart, in `refs`: a record holding the generic `Ref` was copied through value
-    /// witnesses, about 1k instructions more per request on the engine thread). 30 bytes, 32 in the
-    /// map (56 before): with a million waiting requests each cancel reads one record that is in no
-    /// cache, and a smaller one straddles fewer cache lines.
+    /// `Ref` is kept beside it, not in it: a record holding the generic `Ref` was copied through
+    /// value witnesses, about 1k instructions more per request on the engine thread). 31 bytes
+    /// (56 before), 40 with its ref: with a million waiting requests each cancel reads one entry
+    /// that is in no cache, and a smaller one straddles fewer cache lines.
     struct Record {
         var generation: UInt64 = 0
         var attempts = 0
@@ -122,6 +122,8 @@ public final class QueueState<Key: Hashable, Ref> {
         let canLead: Bool
         var detached = false
         var hasCredentials = false
+        /// False only in `Records`' placeholders (ids no request has).
+        fileprivate var present = true
 
         init(_ traits: RequestTraits, leader: UInt64? = nil) {
             wantsHead = traits.wantsHead
@@ -133,10 +135,132 @@ public final class QueueState<Key: Hashable, Ref> {
         var leader: UInt64? { leaderSlot == .max ? nil : UInt64(leaderSlot) }
     }
 
+    /// Every request in the queue, by id: its record and, beside it, what the owner wants back in
+    /// its actions (`Ref`). One array, so that a request's record and ref share a cache line:
+    /// with a million waiting requests, two maps were two cache misses per cancel or report
+    /// (bench/README.md, "The queue at scale").
+    private struct Records {
+        /// The ref first (at offset 0), then the record.
+        private struct Entry {
+            var ref: Ref?
+            var record: Record
+        }
+        /// Indexed by id, as `SlotMap`'s slots; ids no request has hold a placeholder (nil ref,
+        /// record not `present`). Each field is read and written alone, through a pointer of its own
+        /// type: an entry copied as a whole (which the compiler made of reading both fields) went
+        /// through the generic entry's value witnesses, about 170 instructions more per cancel.
+        private var entries: [Entry] = []
+
+        /// Where the record lies in an entry: after the ref, at the record's alignment.
+        @inline(__always)
+        private static var recordOffset: Int {
+            let align = MemoryLayout<Record>.alignment
+            return (MemoryLayout<Ref?>.size + align - 1) / align * align
+        }
+
+        /// Whether `recordOffset` is where the compiler put the record (for the tests).
+        static var layoutAgrees: Bool { MemoryLayout<Entry>.offset(of: \Entry.record) == recordOffset }
+
+        @inline(__always)
+        private func read<R>(_ id: UInt64, _ body: (UnsafeRawPointer) -> R?) -> R? {
+            guard id < UInt64(entries.count) else { return nil }
+            return entries.withUnsafeBufferPointer { entries in
+                entries.baseAddress.flatMap { body(UnsafeRawPointer($0 + Int(id))) }
+            }
+        }
+
+        @inline(__always)
+        private mutating func write<R>(_ id: UInt64, _ body: (UnsafeMutableRawPointer) -> R?) -> R? {
+            guard id < UInt64(entries.count) else { return nil }
+            return entries.withUnsafeMutableBufferPointer { entries in
+                entries.baseAddress.flatMap { body(UnsafeMutableRawPointer($0 + Int(id))) }
+            }
+        }
+
+        @inline(__always)
+        private static func record(_ entry: UnsafeRawPointer) -> UnsafePointer<Record> {
+            (entry + recordOffset).assumingMemoryBound(to: Record.self)
+        }
+
+        @inline(__always)
+        private static func record(_ entry: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Record> {
+            (entry + recordOffset).assumingMemoryBound(to: Record.self)
+        }
+
+        @inline(__always)
+        private static func ref(_ entry: UnsafeMutableRawPointer) -> UnsafeMutablePointer<Ref?> {
+            entry.assumingMemoryBound(to: Ref?.self)
+        }
+
+        /// The record of `id`; setting nil removes the request (its ref too), setting a record
+        /// changes that of a request present (`insert` adds one).
+        subscript(id: UInt64) -> Record? {
+            @inline(__always) get {
+                read(id) { entry in
+                    let record = Records.record(entry).pointee
+                    return record.present ? record : nil
+                }
+            }
+            @inline(__always) set {
+                write(id) { entry -> Void? in
+                    let record = Records.record(entry)
+                    guard record.pointee.present else { return nil }
+                    if let newValue {
+                        record.pointee = newValue
+                    } else {
+                        record.pointee.present = false
+                        Records.ref(entry).pointee = nil
+                    }
+                    return ()
+                }
+            }
+        }
+
+        @inline(__always)
+        func ref(_ id: UInt64) -> Ref? { read(id) { $0.assumingMemoryBound(to: Ref?.self).pointee } }
+
+        /// Adds a request (an id past `SlotMap.maxID` is not a slot number: never stored).
+        @inline(__always)
+        mutating func insert(_ id: UInt64, _ record: Record, _ ref: Ref) {
+            guard id <= SlotMap<Record>.maxID else { return }
+            // One placeholder at a time, as in `SlotMap`: ids grow by one.
+            while entries.count <= Int(id) {
+                var placeholder = Record(RequestTraits())
+                placeholder.present = false
+                entries.append(Entry(ref: nil, record: placeholder))
+            }
+            write(id) { entry -> Void? in
+                Records.record(entry).pointee = record
+                Records.ref(entry).pointee = ref
+                return ()
+            }
+        }
+
+        /// Removes the request; returns its record and ref, or nil if it was not there.
+        @inline(__always)
+        mutating func remove(_ id: UInt64) -> (record: Record, ref: Ref)? {
+            write(id) { entry in
+                let record = Records.record(entry)
+                guard record.pointee.present, let ref = Records.ref(entry).pointee.take() else { return nil }
+                record.pointee.present = false
+                return (record.pointee, ref)
+            }
+        }
+
+        /// Changes the record of `id` in place; nil (calling nothing) when it is not there.
+        @inline(__always)
+        mutating func modify<R>(_ id: UInt64, _ body: (inout Record) -> R) -> R? {
+            write(id) { entry in
+                let record = Records.record(entry)
+                return record.pointee.present ? body(&record.pointee) : nil
+            }
+        }
+    }
+
     public private(set) var scheduler = Scheduler<Key>()
-    /// Every request in the queue, by id, and what the owner wants back in its actions.
-    private var records = SlotMap<Record>()
-    private var refs = SlotMap<Ref>()
+    private var records = Records()
+    /// Whether the records' entries are laid out as `Records` reads them (for the tests).
+    static var recordsLayoutAgrees: Bool { Records.layoutAgrees }
     /// By slot: the last generation of the request that last had the slot (0 for a follower,
     /// which never has an attempt of its own).
     private var retiredGenerations: [UInt64] = []
@@ -171,7 +295,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func isDetached(_ id: UInt64) -> Bool { records[id]?.detached == true }
 
     /// What the owner gave for `id` when it was added; nil when `id` is not in the queue.
-    public func ref(_ id: UInt64) -> Ref? { refs[id] }
+    public func ref(_ id: UInt64) -> Ref? { records.ref(id) }
 
     /// Whether `generation` is the running attempt of the request (reports of it count).
     public func isCurrent(_ id: UInt64, generation: UInt64) -> Bool {
@@ -213,10 +337,10 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     private func recipients(_ id: UInt64, _ record: Record, wantsHead: Bool, _ body: (Ref) -> Void) {
-        if !record.detached, !wantsHead || record.wantsHead, let ref = refs[id] { body(ref) }
+        if !record.detached, !wantsHead || record.wantsHead, let ref = records.ref(id) { body(ref) }
         guard let list = followers[id] else { return }
         for follower in list {
-            if let f = records[follower], !wantsHead || f.wantsHead, let ref = refs[follower] { body(ref) }
+            if let f = records[follower], !wantsHead || f.wantsHead, let ref = records.ref(follower) { body(ref) }
         }
     }
 
@@ -231,7 +355,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func forEachFollower(of id: UInt64, _ body: (Ref) -> Void) {
         guard let list = followers[id] else { return }
         for follower in list {
-            if let ref = refs[follower] { body(ref) }
+            if let ref = records.ref(follower) { body(ref) }
         }
     }
 
@@ -242,7 +366,7 @@ public final class QueueState<Key: Hashable, Ref> {
         var list: [Ref] = []
         list.reserveCapacity(count)
         for id in running + waiting {
-            guard let record = records[id], let ref = refs[id] else { continue }
+            guard let record = records[id], let ref = records.ref(id) else { continue }
             if !record.detached { list.append(ref) }
             forEachFollower(of: id) { list.append($0) }
         }
@@ -278,8 +402,8 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Requests queued before a per-host limit was on get their origins when one is turned on.
     private func assignOrigins(_ origin: (Ref) -> String) {
         if scheduler.usesOrigins, !originsAssigned {
-            let refs = refs
-            scheduler.assignOrigins { id in refs[id].map(origin) ?? "" }
+            let records = records
+            scheduler.assignOrigins { id in records.ref(id).map(origin) ?? "" }
         }
         originsAssigned = scheduler.usesOrigins
     }
@@ -318,8 +442,7 @@ public final class QueueState<Key: Hashable, Ref> {
            let leaderID = scheduler.ids(withKey: key).first, let leader = records[leaderID], leader.canLead,
            !traits.wantsHead || scheduler.placement(of: leaderID) != .running {
             // Share the transfer of an equal request already waiting or running.
-            records[id] = Record(traits, leader: leaderID)
-            refs[id] = ref
+            records.insert(id, Record(traits, leader: leaderID), ref)
             var list = followers.removeValue(forKey: leaderID) ?? []
             list.append(id)
             followers[leaderID] = list
@@ -335,10 +458,9 @@ public final class QueueState<Key: Hashable, Ref> {
         } ?? []
         var record = Record(traits)
         if let slot = Int(exactly: id), slot < retiredGenerations.count { record.generation = retiredGenerations[slot] }
-        records[id] = record
-        refs[id] = ref
+        records.insert(id, record, ref)
         for old in replaced {
-            if replacedRunning.contains(old), let earlier = refs[old] { actions.append(.abort(earlier)) }
+            if replacedRunning.contains(old), let earlier = records.ref(old) { actions.append(.abort(earlier)) }
             complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
         }
         startStartable(now: now, into: &actions)
@@ -380,10 +502,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
-        guard var record = records[id], let ref = refs[id] else { return false }
+        guard var record = records[id], let ref = records.ref(id) else { return false }
         if let leaderID = record.leader {
             records[id] = nil
-            refs[id] = nil
             followerCount -= 1
             tally(.cancelled, downloaded: 0, uploaded: 0)
             actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
@@ -418,7 +539,7 @@ public final class QueueState<Key: Hashable, Ref> {
                              method: String, random: Double, now: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
-              record.generation == generation, let ref = refs[id] else { return actions }
+              record.generation == generation, let ref = records.ref(id) else { return actions }
         let decision = AttemptDecision.decide(outcome: report.outcome, status: report.status,
                                               hasAuthHandler: record.hasAuthHandler && !record.detached,
                                               retry: retry, attempt: record.attempts, method: method,
@@ -460,7 +581,7 @@ public final class QueueState<Key: Hashable, Ref> {
     public func retryDue(_ id: UInt64, generation: UInt64) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .retryWait,
-              record.generation == generation, let ref = refs[id] else { return actions }
+              record.generation == generation, let ref = records.ref(id) else { return actions }
         record.attempts += 1
         record.phase = .running
         records[id] = record
@@ -477,7 +598,7 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The authentication handler answered the challenge of `generation`. Nil when the request no
     /// longer awaits that answer.
     public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer, now: Double) -> QueueActions<Ref>? {
-        guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = refs[id] else { return nil }
+        guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = records.ref(id) else { return nil }
         var actions = QueueActions<Ref>()
         switch answer {
         case .credential:
@@ -518,7 +639,7 @@ public final class QueueState<Key: Hashable, Ref> {
     private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
         scheduler.takeStartable(now: now) { id in
             // The record changes in place (no copy out and back).
-            guard let ref = refs[id], let generation = records.modify(id, { record -> UInt64 in
+            guard let ref = records.ref(id), let generation = records.modify(id, { record -> UInt64 in
                 record.phase = .running
                 record.generation &+= 1
                 record.attempts = 1
@@ -546,7 +667,8 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The one completion of a request and of those sharing its transfer.
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
-        guard let record = records.removeValue(forKey: id), let ref = refs.removeValue(forKey: id) else { return }
+        guard let removed = records.remove(id) else { return }
+        let record = removed.record, ref = removed.ref
         retire(id, generation: record.generation)
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
@@ -562,8 +684,7 @@ public final class QueueState<Key: Hashable, Ref> {
         }
         guard let list = followers.removeValue(forKey: id) else { return }
         for followerID in list {
-            records[followerID] = nil
-            guard let follower = refs.removeValue(forKey: followerID) else { continue }
+            guard let follower = records.remove(followerID)?.ref else { continue }
             followerCount -= 1
             tally(outcome, downloaded: down, uploaded: up)
             actions.append(.complete(follower, ending, attempts: record.attempts, sharing: true))

@@ -1,5 +1,5 @@
 import Testing
-import RequestQueueCore
+@testable import RequestQueueCore
 
 /// Requests are their own ids here (`Ref` = the id); keys are strings.
 private typealias State = QueueState<String, UInt64>
@@ -461,5 +461,33 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         few.append(.wake(at: 1))
         few.append(.head(2))
         #expect(Array(few) == [.wake(at: 1), .head(2)])
+    }
+}
+
+/// The records keep each request's record and ref side by side in one array, read field by field
+/// through pointers at the offsets the compiler gave them (QueueState.Records).
+@Suite struct QueueStateRecordsTests {
+    private final class Object {}
+
+    @Test func theRecordLiesWhereTheRecordsReadItForEveryKindOfRef() {
+        #expect(QueueState<String, UInt64>.recordsLayoutAgrees)
+        #expect(QueueState<String, UInt8>.recordsLayoutAgrees)
+        #expect(QueueState<String, String>.recordsLayoutAgrees)
+        #expect(QueueState<String, Object>.recordsLayoutAgrees)
+        #expect(QueueState<String, (UInt8, UInt64, String)>.recordsLayoutAgrees)
+    }
+
+    @Test func recordsAndRefsOfSparseReusedIdsStayApart() {
+        let s = QueueState<String, String>()
+        _ = s.setMaxConcurrent(1, now: 0)
+        s.setDuplicates(.allow)
+        for id: UInt64 in [5, 0, 9] { _ = s.add(id, "r\(id)", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" }) }
+        #expect(s.ref(5) == "r5" && s.ref(0) == "r0" && s.ref(9) == "r9")
+        #expect(s.ref(1) == nil && s.ref(8) == nil && s.ref(10) == nil && s.ref(UInt64.max) == nil)
+        #expect(s.phase(of: 5) == .running && s.phase(of: 0) == .waiting && s.phase(of: 1) == nil)
+        #expect(s.cancel(0, now: 0) != nil)
+        #expect(s.ref(0) == nil && s.phase(of: 0) == nil && s.cancel(0, now: 0) == nil)
+        _ = s.add(0, "again", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" })
+        #expect(s.ref(0) == "again" && s.phase(of: 0) == .waiting && s.count == 3)
     }
 }

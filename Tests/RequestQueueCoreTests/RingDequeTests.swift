@@ -146,6 +146,35 @@ import RequestQueueCore
         #expect(Array(d) == Array((-1...9).reversed()))
     }
 
+    /// `retain` compacts in place: the kept elements move towards the front, each dropped one is
+    /// released once; the storage shrinks only when a quarter of it or less is in use.
+    @Test func retainInPlaceReleasesEachDroppedElementOnceAcrossTheWrap() {
+        final class Counter { var released = 0 }
+        final class Token {
+            let id: Int
+            let counter: Counter
+            init(_ id: Int, _ counter: Counter) { self.id = id; self.counter = counter }
+            deinit { counter.released += 1 }
+        }
+        let counter = Counter()
+        var d = RingDeque<Token>()
+        for i in 0..<40 { d.pushBack(Token(i, counter)) }
+        for _ in 0..<20 { _ = d.popFront() }
+        for i in 40..<80 { d.pushBack(Token(i, counter)) }   // 60 in a storage of 64: wrapped
+        #expect(counter.released == 20)
+        d.retain { $0.id % 2 == 0 }                          // 30 kept: no shrink
+        #expect(d.map(\.id) == Array(stride(from: 20, to: 80, by: 2)))
+        #expect(counter.released == 50)
+        d.retain { $0.id % 10 == 0 }                         // 6 kept: shrinks
+        #expect(d.map(\.id) == [20, 30, 40, 50, 60, 70])
+        #expect(counter.released == 74)
+        d.pushFront(Token(-1, counter))
+        for i in 80..<90 { d.pushBack(Token(i, counter)) }   // grows again
+        #expect(d.map(\.id) == [-1, 20, 30, 40, 50, 60, 70] + Array(80..<90))
+        d = RingDeque()
+        #expect(counter.released == 91)
+    }
+
     @Test func retainCallsThePredicateOncePerElementInOrder() {
         var d = RingDeque<Int>()
         for i in 0..<12 { d.pushBack(i) }

@@ -358,6 +358,35 @@ import Testing
         for r in [first, victim, last] { #expect(rq_request_free(r) == RQ_OK) }
     }
 
+    /// A cancelled request's response reads the request's URL when asked (it keeps no copy of its
+    /// own): retained past the frees of the request and of its queue, it still says everything.
+    @Test func aCancelledResponseRetainedPastItsRequestAndQueueStillHasTheURL() throws {
+        let kept = Locked(Handle(nil))
+        let q = try makeQueue()
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        let url = fixture.url("/bytes?n=1&id=cancelled-and-kept")
+        var r: OpaquePointer?
+        try #require(rq_request_new(url, &r) == RQ_OK)
+        #expect(rq_request_set_completion(r, { context, _, response in
+            let kept = Unmanaged<Locked<Handle>>.fromOpaque(context!).takeUnretainedValue()
+            kept.mutate { $0 = Handle(rq_response_retain(response)) }
+        }, Unmanaged.passRetained(kept).toOpaque(), { context in Unmanaged<Locked<Handle>>.fromOpaque(context!).release() }) == RQ_OK)
+        #expect(rq_add(q, r) == RQ_OK)
+        #expect(rq_cancel(r) == RQ_OK)
+        #expect(rq_request_free(r) == RQ_OK)
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rq_queue_free(q) == RQ_OK)
+        let response = try #require(kept.value.pointer)
+        #expect(rq_response_outcome(response) == RQ_OUTCOME_CANCELLED)
+        #expect(String(cString: rq_response_url(response)) == url)
+        #expect(String(cString: rq_response_error_message(response)) == "the request was cancelled")
+        #expect(rq_response_attempts(response) == 0 && rq_response_status(response) == 0)
+        var size = 1
+        #expect(rq_response_body(response, &size) != nil && size == 0)
+        #expect(rq_response_header_count(response) == 0)
+        rq_response_release(response)
+    }
+
     @Test func cancellingARunningRequestStopsTheTransfer() throws {
         let g = uniqueGroup()
         let q = try makeQueue(max: 1)
