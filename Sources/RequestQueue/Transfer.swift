@@ -464,7 +464,8 @@ final class Transfer {
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             guard let request else { return false }
-            if !(100...199).contains(status) {
+            // (A 101 that is not refused was asked for: libcurl takes what follows as its body.)
+            if !(100...199).contains(status) || status == 101 {
                 awaitingHeaders = false
                 headEnded(request)
             }

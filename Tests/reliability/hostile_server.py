@@ -12,6 +12,7 @@ for, endless bodies... Endless replies stop by themselves after SEND_LIMIT bytes
 SEND_SECONDS seconds, or as soon as the client closes the connection. Query parameters:
   pace=S      sleep S seconds between pieces (default 0: as fast as the socket takes them)
   to=PATH     the Location of a redirect case
+  per=N       header lines per piece of endless-headers
   size=N      a body size where a case has one
 /case/raw?b64=B64[&repeat=N][&split=K][&pace=S] sends exactly the base64-decoded bytes, N times (0:
 endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
@@ -70,7 +71,7 @@ def case_retry_after(q):
 def case_endless_headers(q):
     yield b"HTTP/1.1 200 OK\r\n"
     line = b"X-Endless: " + b"h" * int(q.get("line", "1000")) + b"\r\n"
-    yield from endless(line * max(1, PIECE // len(line)))
+    yield from endless(line * int(q.get("per", str(max(1, PIECE // len(line))))))
 
 
 def case_endless_header_line(q):
@@ -241,7 +242,8 @@ def case_set_cookies(q):
 
 
 def case_loop(q):
-    """A redirect to itself, forever (`status`: the redirect's status)."""
+    """A redirect to itself, forever (`status`: the redirect's status), on a kept connection."""
+    q["keep"] = "1"
     yield status_and(["Location: /case/loop?status=" + q.get("status", "302"), "Content-Length: 0"],
                      f"HTTP/1.1 {q.get('status', '302')} Again")
 
@@ -252,6 +254,15 @@ def case_silent(q):
     while time.monotonic() < deadline:
         time.sleep(0.1)
         yield b""
+
+
+def case_paced(q):
+    """The head at once, then `pieces` body pieces of `size` bytes (Content-Length announced); the
+    server's pace= applies between pieces."""
+    pieces, size = int(q.get("pieces", "8")), int(q.get("size", "64"))
+    yield status_and([f"Content-Length: {pieces * size}"])
+    for _ in range(pieces):
+        yield b"b" * size
 
 
 def case_upload_reset(q):
@@ -290,6 +301,7 @@ CASES = {
     "loop": case_loop,
     "silent": case_silent,
     "upload-reset": case_upload_reset,
+    "paced": case_paced,
 }
 
 
