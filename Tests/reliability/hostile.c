@@ -850,12 +850,16 @@ static void slow_servers(rq_queue *queue) {
     for (int i = 0; i < 4; i++)
         close(held[i]);
     close(listener);
-    /* After a redirect: the headers whole at once, the body over 2 s, the header limit 1 s. */
+    /* After a redirect: the headers whole at once, the body over 2 s, the header limit 1 s. (The
+     * old failure depended on when the engine's check fell: three times.) */
     struct limits after_redirect = {2, 1, 0, 0, 0, 0};
-    run(queue, "/case/redirect-body?size=0&to=/case/paced%3Fpieces%3D8%26size%3D64%26pace%3D0.25", with_limits, &after_redirect,
-        &o);
-    CHECK(o.outcome == RQ_OUTCOME_OK && o.body_size == 512, "a steady body after a redirect, header limit 1 s: %s (%s), body %zu",
-          rq_outcome_str((int)o.outcome), o.message, o.body_size);
+    for (int i = 0; i < 3; i++) {
+        run(queue, "/case/redirect-body?size=0&to=/case/paced%3Fpieces%3D8%26size%3D64%26pace%3D0.25", with_limits,
+            &after_redirect, &o);
+        CHECK(o.outcome == RQ_OUTCOME_OK && o.body_size == 512,
+              "a steady body after a redirect, header limit 1 s: %s (%s), body %zu", rq_outcome_str((int)o.outcome),
+              o.message, o.body_size);
+    }
 }
 
 static void with_cross_origin_secrets(rq_request *request, outcome_t *o, void *arg) {
