@@ -123,6 +123,22 @@ def bombs(runner, budget_kib):
               f"{coding} bomb, at most 1 MiB: {response.outcome!r}, {len(got)} bytes")
 
 
+ODD_COOKIES = ("HTTP/1.1 200 OK\r\nSet-Cookie: e1=1; Expires=Sun, 06 Nov 99999999999 08:49:37 GMT\r\n"
+               "Set-Cookie: e2=1; Max-Age=99999999999999999999\r\nSet-Cookie: e3=1; Max-Age=-99999999999999999999\r\n"
+               "Set-Cookie: e5=1; Max-Age=9223372036854775807\r\nSet-Cookie: e6=\t\x01x\r\nContent-Length: 2\r\n\r\nok")
+
+
+def cookies(base):
+    """Expiry dates and ages that overflow, read back through Queue.cookies()."""
+    with rq.Queue() as queue:
+        response = queue.fetch(base + raw(ODD_COOKIES), cookies=True)
+        check(response.outcome == Outcome.OK, f"odd cookies: {response.outcome!r}")
+        jar = queue.cookies()
+    names = sorted(c.name for c in jar)
+    check(set(names) <= {"e1", "e2", "e3", "e5", "e6"} and "e2" in names, f"odd cookies: the jar holds {names}")
+    check(all(isinstance(c.expires, int) and c.expires >= 0 for c in jar), f"odd cookies: {jar}")
+
+
 async def async_cases(base):
     async with rq.AsyncQueue() as queue:
         for reply, extra, outcome, body in PHASES:
@@ -174,6 +190,7 @@ def main():
         runner = Sync(base, tmp)
         close_phases(runner)
         bombs(runner, budget_kib)
+        cookies(base)
         asyncio.run(async_cases(base))
     finally:
         server.stdin.close()
