@@ -909,8 +909,38 @@ static void redirects(rq_queue *queue) {
     expect_raw(queue, reply, "", NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200 x\xff\r\nContent-Length: 0\r\n\r\n", "", NULL, NULL,
                RQ_OUTCOME_OK, 200, NULL);
+    /* A bare CR in a Location ends it (nothing after it reaches the next request); other
+     * control bytes make it unusable. */
+    expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&bare-cr=1\rX-Injected: 1\r\nContent-Length: 0\r\n\r\n", "",
+               NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
+    CHECK(server_saw("/case/status?code=200&bare-cr=1") == 1 && !logged_header("bare-cr=1", "x-injected"),
+          "a bare CR in a Location reached the next request");
+    expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&y=\x0bZ\x7f\r\nContent-Length: 0\r\n\r\n", "", NULL, NULL,
+               RQ_OUTCOME_BAD_REDIRECT, 302, NULL);
     /* No usable Location: the 302 is the response. */
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation:  \r\nContent-Length: 0\r\n\r\n", "", NULL, NULL, RQ_OUTCOME_OK, 302, NULL);
+
+    /* Alt-Svc, HSTS: a server cannot send later requests elsewhere (libcurl's engines for them
+     * are off). A listener of this program named in the Alt-Svc is never connected to. */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    CHECK(probe >= 0 && bind(probe, (struct sockaddr *)&a, sizeof a) == 0 && listen(probe, 16) == 0 &&
+              getsockname(probe, (struct sockaddr *)&a, &len) == 0 && fcntl(probe, F_SETFL, O_NONBLOCK) == 0,
+          "probe listener: %s", strerror(errno));
+    snprintf(reply, sizeof reply,
+             "HTTP/1.1 200 OK\r\nAlt-Svc: h1=\"127.0.0.1:%d\"; ma=86400, h2=\":%d\"\r\n"
+             "Strict-Transport-Security: max-age=31536000\r\nContent-Length: 2\r\n\r\nok", ntohs(a.sin_port), ntohs(a.sin_port));
+    for (int i = 0; i < 3; i++) {
+        char extra[32];
+        snprintf(extra, sizeof extra, "&alt-svc=%d", i);
+        expect_raw(queue, reply, extra, NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
+    }
+    int connected = 0;
+    for (int c; (c = accept(probe, NULL, NULL)) >= 0; connected++)
+        close(c);
+    close(probe);
+    CHECK(connected == 0, "an Alt-Svc header sent %d later connections to another port", connected);
 
     /* Cross-origin: the jar holds a cookie of 127.0.0.1; the redirect goes to localhost. */
     outcome_t o;
