@@ -7,7 +7,7 @@
  * make the library hold bounded: the peak RSS of the process during the case (VmHWM, reset before
  * each case through /proc/self/clear_refs) stays within a budget above what it was before.
  *
- *   hostile [--rss-budget-mib N] BASE_URL
+ *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
  */
 #include "rel.h"
 
@@ -24,6 +24,7 @@ static long max_growth_kib; /* the largest peak RSS growth of a case */
 /* A larger budget for the case being run (0: rss_budget_kib), and the largest peak RSS growth
  * of such cases; see content_encoding_bombs. */
 static long case_budget_kib, max_bomb_growth_kib;
+static long bomb_budget_kib = 160 * 1024; /* --bomb-budget-mib: ASan's quarantine adds up to 256 MiB */
 
 /* ---- memory ------------------------------------------------------------------------------------ */
 
@@ -564,7 +565,7 @@ static long file_size(const char *path) {
  * holds what libcurl decoded from its last read: with br and zstd, whose ratio has no bound, one
  * read expands past libcurl's 64 MiB for a paused transfer, which ends the attempt with
  * RQ_OUTCOME_BAD_RESPONSE (before: RQ_OUTCOME_TRANSPORT "Out of memory"); the peak RSS of those
- * cases is allowed 160 MiB (64 MiB grown by doubling, plus what was delivered). */
+ * cases is allowed 160 MiB (64 MiB grown by doubling, plus what was delivered; --bomb-budget-mib). */
 static void content_encoding_bombs(rq_queue *queues[3], const char *tmp) {
     static const char *codings[] = {"gzip", "deflate", "br", "zstd"};
     static const char *mode_names[] = {"threaded", "dispatch", "inline"};
@@ -576,7 +577,7 @@ static void content_encoding_bombs(rq_queue *queues[3], const char *tmp) {
         for (int m = 0; m < 3; m++) {
             outcome_t o;
             snprintf(path, sizeof path, "/case/ce-bomb?coding=%s&mode=%s", codings[c], mode_names[m]);
-            case_budget_kib = 160 * 1024;
+            case_budget_kib = bomb_budget_kib;
             run(queues[m], path, streamed, NULL, &o);
             case_budget_kib = 0;
             CHECK((o.outcome == RQ_OUTCOME_OK && atomic_load(&o.streamed) == size) ||
@@ -1061,6 +1062,8 @@ int main(int argc, char **argv) {
     for (; i < argc - 1 && strncmp(argv[i], "--", 2) == 0; i += 2) {
         if (strcmp(argv[i], "--rss-budget-mib") == 0)
             rss_budget_kib = atol(argv[i + 1]) * 1024;
+        else if (strcmp(argv[i], "--bomb-budget-mib") == 0)
+            bomb_budget_kib = atol(argv[i + 1]) * 1024;
         else if (strcmp(argv[i], "--tmp") == 0)
             tmp = argv[i + 1];
         else
