@@ -817,7 +817,10 @@ RQ_API rq_result rq_request_set_upload_progress(rq_request *request, rq_progress
 RQ_API rq_result rq_request_set_download_progress(rq_request *request, rq_progress_fn fn);
 
 /** Sets the authentication challenge handler (NULL removes it). Without a handler, a 401 answer
- *  completes the request with RQ_OUTCOME_HTTP_STATUS (status 401). */
+ *  completes the request with RQ_OUTCOME_HTTP_STATUS (status 401). A Digest challenge that says
+ *  stale=true after a credential was answered is answered again by libcurl itself, without the
+ *  handler; libcurl counts each such answer as a redirect, so a server that repeats it forever
+ *  ends the request with RQ_OUTCOME_TOO_MANY_REDIRECTS (`rq_request_set_max_redirects`). */
 RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn);
 
 /** Turns automatic retry on or off (off by default). When on, an attempt that fails with one of

@@ -956,6 +956,55 @@ static void redirects(rq_queue *queue) {
     CHECK(!logged_header("id=xo-target", "cookie"), "a Cookie header was sent to another host after a redirect");
 }
 
+/* Authentication challenges a server answers every attempt with: absurd Digest parameters, bytes
+ * that are no challenge, a huge realm, many challenges, NTLM and Negotiate offered. The handler
+ * answers with a credential once, then continues without: one completion, the 401. */
+static void auth_challenges(rq_queue *queue) {
+    char *realm = rqt_repeat('r', 60000, "");
+    char *nonce = rqt_repeat('n', 50000, "");
+    size_t size = 200000;
+    char *reply = malloc(size);
+    CHECK(reply != NULL, "out of memory");
+    const char *challenges[] = {NULL, NULL, "Digest \x01\x02 ,,,,= = =\"", "Digest realm=\"x\", nonce=\"1\", algorithm=\"MD5-sess\", "
+                                "qop=\"auth-int\", opaque=\"\", domain=\"http://evil/ ftp://x/\"",
+                                "NTLM", "Negotiate", "Basic realm=\"a\", Digest realm=\"b\", nonce=\"2\", NTLM, Negotiate", ""};
+    for (size_t i = 0; i < sizeof challenges / sizeof challenges[0]; i++) {
+        int n;
+        if (i == 0)
+            n = snprintf(reply, size, "HTTP/1.1 401 No\r\nWWW-Authenticate: Digest realm=\"x\", nonce=\"%s\", qop=\"auth,auth-int\", "
+                         "algorithm=\"SHA-512-256\", userhash=true\r\nContent-Length: 0\r\n\r\n", nonce);
+        else if (i == 1)
+            n = snprintf(reply, size, "HTTP/1.1 401 No\r\nWWW-Authenticate: Basic realm=\"%s\"\r\nContent-Length: 0\r\n\r\n", realm);
+        else
+            n = snprintf(reply, size, "HTTP/1.1 401 No\r\nWWW-Authenticate: %s\r\nContent-Length: 0\r\n\r\n", challenges[i]);
+        CHECK(n > 0 && (size_t)n < size, "reply too long");
+        /* (Too long for a URL: the long ones go as a redirect-less raw reply of their own case.) */
+        outcome_t o;
+        char extra[32];
+        snprintf(extra, sizeof extra, "&auth=%zu&keep=1", i);
+        if (i < 2) {
+            char path[128];
+            snprintf(path, sizeof path, "/case/challenge-raw?kind=%zu", i);
+            run(queue, path, with_auth, NULL, &o);
+        } else {
+            expect_raw(queue, reply, extra, with_auth, NULL, RQ_OUTCOME_HTTP_STATUS, 401, &o);
+        }
+        CHECK(o.outcome == RQ_OUTCOME_HTTP_STATUS && o.status == 401 && o.challenges >= 1 && o.challenges <= 2,
+              "challenge %zu: outcome %s (%s), status %d, %d challenges", i, rq_outcome_str((int)o.outcome), o.message,
+              o.status, o.challenges);
+    }
+    /* stale=true, forever, on a kept connection: libcurl answers it itself, each time a redirect. */
+    outcome_t o;
+    expect_raw(queue, "HTTP/1.1 401 No\r\nWWW-Authenticate: Digest realm=\"x\", nonce=\"1\", stale=TRUE\r\nContent-Length: 0\r\n\r\n",
+               "&keep=1&stale=1", with_auth, NULL, RQ_OUTCOME_TOO_MANY_REDIRECTS, 401, &o);
+    CHECK(o.challenges == 1 && server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN") <= 12,
+          "a stale Digest loop: %d challenges, the server saw %d requests", o.challenges,
+          server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN"));
+    free(reply);
+    free(realm);
+    free(nonce);
+}
+
 static void held_forever(rq_request *request, outcome_t *o, void *arg) {
     (void)o, (void)arg;
     CHECK_OK(rq_request_set_idle_timeout(request, 0));
@@ -1106,6 +1155,7 @@ int main(int argc, char **argv) {
     PART("redirects", redirects(queue));
     PART("cookie-floods", cookie_floods(queue));
     PART("free-while-held", free_while_held());
+    PART("auth-challenges", auth_challenges(queue));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));

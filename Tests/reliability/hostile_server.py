@@ -265,6 +265,14 @@ def case_paced(q):
         yield b"b" * size
 
 
+def case_challenge_raw(q):
+    """401 with an oversized challenge, whatever the request carries: kind=0 a Digest nonce of 50000
+    bytes, kind=1 a Basic realm of 60000 bytes."""
+    value = ('Digest realm="x", nonce="' + "n" * 50000 + '", qop="auth,auth-int", algorithm="SHA-512-256", userhash=true'
+             if q.get("kind", "0") == "0" else 'Basic realm="' + "r" * 60000 + '"')
+    yield status_and([f"WWW-Authenticate: {value}", "Content-Length: 0"], "HTTP/1.1 401 No")
+
+
 def case_upload_reset(q):
     """Reads `n` bytes of the request body (after the head), then resets the connection."""
     conn, left = q["_conn"], int(q.get("n", "65536")) - len(q["_rest"])
@@ -302,6 +310,7 @@ CASES = {
     "silent": case_silent,
     "upload-reset": case_upload_reset,
     "paced": case_paced,
+    "challenge-raw": case_challenge_raw,
 }
 
 
