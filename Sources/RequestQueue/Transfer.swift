@@ -47,8 +47,10 @@ final class Transfer {
     /// The slow-server limits of this attempt (idle, response headers, low speed), checked by the
     /// engine ten times a second through `stall(now:)`.
     private var watch = TransferWatch(limits: TransferWatch.Limits(idle: 0, headers: 0, lowSpeed: (0, 0)), now: 0)
-    /// Bytes moved by this attempt as `stall` last counted them, and the counters they came from.
+    /// Bytes moved by this attempt as `stall` last counted them (of them, those libcurl counted:
+    /// `TransferWatch.Sample.counted`), and the counters they came from.
     private var moved: Int64 = 0
+    private var movedCounted: Int64 = 0
     private var counted: (curl: Int64, upload: Int64, tcp: Int64) = (0, 0, -1)
     /// The TCP socket of the attempt's connection (-1: unknown), and the socket libcurl opened for
     /// it, if it opened one (learnt before connecting, confirmed once connected: see `connected`).
@@ -223,6 +225,7 @@ final class Transfer {
         let now = Clock.now()
         watch = TransferWatch(limits: request.watchLimits, now: now)
         moved = 0
+        movedCounted = 0
         counted = (0, 0, -1)
         socket = -1
         openedSocket = -1
@@ -836,6 +839,7 @@ final class Transfer {
         let curl = Int64(clamping: down).addingReportingOverflow(Int64(clamping: up)).partialValue
             .addingReportingOverflow(Int64(header)).partialValue
         var grown = curl >= counted.curl ? curl - counted.curl : 1
+        movedCounted = movedCounted.addingReportingOverflow(grown).overflow ? Int64.max : movedCounted + grown
         // The socket also sees what libcurl has not counted yet: a header line still arriving, TLS
         // records. (On an HTTP/2 connection shared by several requests it sees them all.)
         let tcp = ccurl_tcp_bytes(socket)
@@ -847,7 +851,7 @@ final class Transfer {
         let uploading = Int64(up) != counted.upload
         counted = (curl, Int64(up), counted.tcp)
         let sample = TransferWatch.Sample(moved: moved, connecting: pretransfer == 0, uploading: uploading,
-                                          awaitingHeaders: awaitingHeaders, paused: paused)
+                                          awaitingHeaders: awaitingHeaders, paused: paused, counted: movedCounted)
         return watch.check(now: now, sample).map { watch.message($0) }
     }
 

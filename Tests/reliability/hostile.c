@@ -833,6 +833,16 @@ static void slow_servers(rq_queue *queue) {
     run(queue, "/case/paced?pieces=40&size=64&pace=0.2", with_limits, &low, &o);
     CHECK(o.outcome == RQ_OUTCOME_TIMEOUT && strstr(o.message, "bytes per second"), "body drip, low speed: %s (%s)",
           rq_outcome_str((int)o.outcome), o.message);
+    /* Bytes that are neither body nor header: an endless chunk extension, fast and paced. The
+     * socket sees them (never idle), the low-speed limit does not count them (before: the
+     * transfer lasted as long as the server went on, here 1 GiB or 60 s). */
+    struct limits extension = {2, 0, 0, -1, 0, 0};
+    run(queue, "/case/endless-chunk-extension?pace=0.01", with_limits, &extension, &o);
+    CHECK(o.outcome == RQ_OUTCOME_TIMEOUT && strstr(o.message, "bytes per second"), "endless chunk extension: %s (%s)",
+          rq_outcome_str((int)o.outcome), o.message);
+    run(queue, "/case/endless-chunk-extension?pace=0.2", with_limits, &extension, &o);
+    CHECK(o.outcome == RQ_OUTCOME_TIMEOUT && strstr(o.message, "bytes per second"), "paced endless chunk extension: %s (%s)",
+          rq_outcome_str((int)o.outcome), o.message);
     /* Connect: a listener whose accept queue is full. */
     int held[4], port;
     int listener = full_listener(&port, held);

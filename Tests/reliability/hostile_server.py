@@ -92,6 +92,13 @@ def case_endless_trailers(q):
     yield from endless(line * max(1, PIECE // len(line)))
 
 
+def case_endless_chunk_extension(q):
+    """A chunk whose extension (after "5;") never ends: bytes that are no body and no header."""
+    yield status_and(["Transfer-Encoding: chunked"])
+    yield b"5;"
+    yield from endless(b"x" * PIECE)
+
+
 def case_many_trailers(q):
     """Many small trailers, then the end: a finite reply whose trailers exceed the budget."""
     yield status_and(["Transfer-Encoding: chunked"])
@@ -293,6 +300,7 @@ CASES = {
     "endless-interim": case_endless_interim,
     "endless-trailers": case_endless_trailers,
     "many-trailers": case_many_trailers,
+    "endless-chunk-extension": case_endless_chunk_extension,
     "te-gzip": case_te_gzip,
     "http09": case_http09,
     "garbage": case_garbage,
