@@ -6,6 +6,11 @@
  * process alive (no trap reachable from a byte the server sends), and the memory the server can
  * make the library hold bounded: the peak RSS of the process during the case (VmHWM, reset before
  * each case through /proc/self/clear_refs) stays within a budget above what it was before.
+ * Round two (the parts after "cancel-in-retry-delay"): Content-Encoding bombs, conflicting
+ * lengths, smuggling on kept connections, forbidden header bytes, 101, closes and resets in every
+ * phase x delivery mode x body sink, uploads, slowloris against every limit, redirects and
+ * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
+ * authentication challenges. RQ_HOSTILE_ONLY=part,part runs only those parts.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
  */
@@ -1083,7 +1088,7 @@ static void free_while_held(void) {
 
 /* Set-Cookie floods: a response's lines are within the header budget; libcurl stores at most 50
  * cookies of one response. */
-static void cookie_floods(rq_queue *queue) {
+static void cookie_floods(void) {
     rq_queue *jar_queue;
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &jar_queue));
     expect(jar_queue, "/case/set-cookies?count=100000&size=1&prefix=flood", with_cross_origin_secrets, NULL,
@@ -1112,7 +1117,6 @@ static void cookie_floods(rq_queue *queue) {
     }
     rq_string_free(text);
     CHECK_OK(rq_queue_free(jar_queue));
-    (void)queue;
 }
 
 int main(int argc, char **argv) {
@@ -1163,7 +1167,7 @@ int main(int argc, char **argv) {
     PART("uploads", uploads(queue));
     PART("slow-servers", slow_servers(queue));
     PART("redirects", redirects(queue));
-    PART("cookie-floods", cookie_floods(queue));
+    PART("cookie-floods", cookie_floods());
     PART("free-while-held", free_while_held());
     PART("auth-challenges", auth_challenges(queue));
     CHECK_OK(rq_queue_free(queues[2]));
