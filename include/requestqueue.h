@@ -63,8 +63,11 @@
  * - Security defaults: only http and https URLs are accepted, for requests and for redirects;
  *   TLS certificates and host names are verified (unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set,
  *   see "Transport settings"); at most 10 redirects are followed; credentials (set with
- *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) are not
- *   sent to another host after a redirect. As curl does, the proxy environment variables
+ *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) and a
+ *   Cookie header of the request's own are not sent to another host or port after a redirect
+ *   (the cookie jar's cookies follow their own domain rules; the request's other headers do
+ *   follow). A server cannot send later requests elsewhere: libcurl's Alt-Svc and HSTS engines
+ *   are off. As curl does, the proxy environment variables
  *   (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`) are honoured unless a request or its
  *   queue sets RQ_OPTION_PROXY.
  * - Transport defaults: bodies are decoded (Accept-Encoding: deflate, gzip, br, zstd), a
