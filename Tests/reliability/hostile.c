@@ -933,6 +933,12 @@ static void redirects(rq_queue *queue) {
           "a bare CR in a Location reached the next request");
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&y=\x0bZ\x7f\r\nContent-Length: 0\r\n\r\n", "", NULL, NULL,
                RQ_OUTCOME_BAD_REDIRECT, 302, NULL);
+    /* 305 Use Proxy: its Location is followed as a plain redirect (a request in origin form to
+     * that host), never taken for a proxy. */
+    snprintf(reply, sizeof reply, "HTTP/1.1 305 Use Proxy\r\nLocation: http://127.0.0.1:%s/case/status?code=200&via-305=1\r\n"
+             "Content-Length: 0\r\n\r\n", port);
+    expect_raw(queue, reply, "", NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
+    CHECK(server_saw("/case/status?code=200&via-305=1") == 1, "305: the server saw no origin-form request for the Location");
     /* No usable Location: the 302 is the response. */
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation:  \r\nContent-Length: 0\r\n\r\n", "", NULL, NULL, RQ_OUTCOME_OK, 302, NULL);
 
