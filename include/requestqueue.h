@@ -758,8 +758,9 @@ RQ_API rq_result rq_request_set_connect_timeout(rq_request *request, double seco
  *    few seconds ends within one to two windows (60 to 120 s); anything that moves at least 60
  *    bytes a minute is never cut, so slow but steady downloads go on. The bytes it counts are
  *    those of the exchange (header lines once complete, bodies, both ways), not the framing
- *    around them: a server that sends an endless chunk extension, which is neither, is slow. The window is as long as
- *    the idle timeout so that no server is cut for pausing sooner than the idle timeout allows.
+ *    around them: a server that sends an endless chunk extension, which is neither, is slow.
+ *    The window is as long as the idle timeout so that no server is cut for pausing sooner than
+ *    the idle timeout allows.
  * With the defaults, a queue whose running requests all trickle thus frees its slots within two
  * minutes and starts the requests waiting behind them. Raising or disabling the idle timeout
  * moves the two others with it unless they were set. Streams that are quiet by design (server-sent
