@@ -63,8 +63,11 @@
  * - Security defaults: only http and https URLs are accepted, for requests and for redirects;
  *   TLS certificates and host names are verified (unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set,
  *   see "Transport settings"); at most 10 redirects are followed; credentials (set with
- *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) are not
- *   sent to another host after a redirect. As curl does, the proxy environment variables
+ *   `rq_request_set_credentials`, answered to a challenge, or an Authorization header) and a
+ *   Cookie header of the request's own are not sent to another host or port after a redirect
+ *   (the cookie jar's cookies follow their own domain rules; the request's other headers do
+ *   follow). A server cannot send later requests elsewhere: libcurl's Alt-Svc and HSTS engines
+ *   are off. As curl does, the proxy environment variables
  *   (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`) are honoured unless a request or its
  *   queue sets RQ_OPTION_PROXY.
  * - Transport defaults: bodies are decoded (Accept-Encoding: deflate, gzip, br, zstd), a
@@ -218,9 +221,20 @@
  * server can make it hold is bounded. Every value from the network (status codes, dates, lengths,
  * ranges, header and trailer sizes and counts) is parsed with checked arithmetic and range checks.
  * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
- *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do invalid chunked
- *   framing (a bad chunk size) and an invalid Content-Length (not 1 to 18 digits), with the
- *   status of the response. None of them is retried by the default retry outcomes.
+ *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
+ *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
+ *   (not 1 to 18 digits), two different Content-Length values in one response (the end of the
+ *   body would be ambiguous: what lies beyond one of them could pass for the next response on
+ *   the connection; identical repeats are fine), a NUL byte in a header line, a header section
+ *   that starts with a continuation line, and a 101 Switching Protocols that the request did not
+ *   ask for with an Upgrade header of its own (the library speaks only HTTP). None of them is
+ *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
+ *   when the extra bytes come with it, its connection is closed rather than used again.
+ * - A connection closed or reset before the reply is complete (inside the status line, the
+ *   headers, a body of announced length, the chunks or the trailers; or after an informational
+ *   1xx response only) ends the attempt with RQ_OUTCOME_CONNECTION_LOST, whatever the delivery
+ *   mode and wherever the body goes; a body without length or chunks ends at the close and is
+ *   complete (HTTP/1.1).
  * - Header budget: the status lines, header lines and chunked trailers of all the responses of
  *   one transfer (redirects followed, informational 1xx responses, the final response) may take
  *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with
@@ -233,15 +247,21 @@
  *   decoded unless the request opts out (RQ_OPTION_DECODE_CONTENT, see "Transport settings"):
  *   the bytes delivered are the decoded body, and the maximum response size
  *   (`rq_request_set_max_response_size`) and the streaming memory bound count them; `rq_metrics`
- *   reports the bytes that came over the wire apart (`wire_bytes_down`).
+ *   reports the bytes that came over the wire apart (`wire_bytes_down`). A coding libcurl does
+ *   not know, more than 5 codings stacked, or bytes that do not decode end the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE. A decompression bomb (a few KiB that decode to gigabytes) costs
+ *   bounded memory when the body is streamed or written to a file, but for one case: while a
+ *   streamed transfer is paused (see `rq_request_set_body_callback`), libcurl keeps what it
+ *   decoded from its last read of the connection, up to 64 MiB; a read that decodes to more (br
+ *   and zstd have no bound on their ratio, gzip and deflate stay near 16 MiB) ends the attempt
+ *   with RQ_OUTCOME_BAD_RESPONSE, whose message says "decompression bomb". A collected body has
+ *   no bound but the maximum response size: set one for servers you do not trust.
  * - The body of a non-2xx answer to a request that streams its body (a body callback or an output
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
  * - A Retry-After that is neither 1 to 9 digits of seconds nor an IMF-fixdate ("Sun, 06 Nov 1994
  *   08:49:37 GMT", years 0001 to 9999) is ignored.
- *
- * ===================================================================================================
  * The HTTP exchange (RFC 9110, 9112)
  * ===================================================================================================
  *
@@ -326,7 +346,13 @@
  *   `rq_response_url`, the last URL fetched. The statuses and headers of the redirects followed are
  *   not kept (`rq_metrics.header_bytes_down` counts their bytes); set the maximum to 0 to see each
  *   one and follow it yourself.
- */
+=======
+ * - Cookies (RQ_OPTION_COOKIES): libcurl stores at most 50 cookies of one response and none
+ *   larger than about 4 KiB; the header budget bounds the Set-Cookie lines of a transfer. The jar
+ *   itself is not bounded: a server that sets new cookies on every response grows it until
+ *   `rq_queue_cookies_clear`.
+ *
+ * ============================================================================================ */
 #ifndef REQUESTQUEUE_H
 #define REQUESTQUEUE_H
 
@@ -824,8 +850,11 @@ RQ_API rq_result rq_request_set_connect_timeout(rq_request *request, double seco
  *    (CURLOPT_LOW_SPEED_LIMIT/TIME; 1 byte/s is the curl tool's default limit once a speed time is
  *    set), measured by the library over consecutive windows. A server that trickles a byte every
  *    few seconds ends within one to two windows (60 to 120 s); anything that moves at least 60
- *    bytes a minute is never cut, so slow but steady downloads go on. The window is as long as
- *    the idle timeout so that no server is cut for pausing sooner than the idle timeout allows.
+ *    bytes a minute is never cut, so slow but steady downloads go on. The bytes it counts are
+ *    those of the exchange (header lines once complete, bodies, both ways), not the framing
+ *    around them: a server that sends an endless chunk extension, which is neither, is slow.
+ *    The window is as long as the idle timeout so that no server is cut for pausing sooner than
+ *    the idle timeout allows.
  * With the defaults, a queue whose running requests all trickle thus frees its slots within two
  * minutes and starts the requests waiting behind them. Raising or disabling the idle timeout
  * moves the two others with it unless they were set. Streams that are quiet by design (server-sent
@@ -890,7 +919,10 @@ RQ_API rq_result rq_request_set_upload_progress(rq_request *request, rq_progress
 RQ_API rq_result rq_request_set_download_progress(rq_request *request, rq_progress_fn fn);
 
 /** Sets the authentication challenge handler (NULL removes it). Without a handler, a 401 answer
- *  completes the request with RQ_OUTCOME_HTTP_STATUS (status 401). */
+ *  completes the request with RQ_OUTCOME_HTTP_STATUS (status 401). A Digest challenge that says
+ *  stale=true after a credential was answered is answered again by libcurl itself, without the
+ *  handler; libcurl counts each such answer as a redirect, so a server that repeats it forever
+ *  ends the request with RQ_OUTCOME_TOO_MANY_REDIRECTS (`rq_request_set_max_redirects`). */
 RQ_API rq_result rq_request_set_auth_handler(rq_request *request, rq_auth_fn fn);
 
 /** Turns automatic retry on or off (off by default). When on, an attempt that fails with one of
@@ -1109,7 +1141,9 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    memory. The 256 KiB buffers are reused from piece to piece and from one streamed body to
  *    the next: a queue keeps at most 6 free ones (1.5 MiB) per transfer streaming at the time (6
  *    between two streamed bodies), and frees them all once a streamed transfer ends with nothing
- *    else of the queue scheduled. Time spent paused does not count toward the idle timeout
+ *    else of the queue scheduled. With content decoding, a paused transfer also holds what
+ *    libcurl decoded from its last read (see "What a server sends": a decompression bomb).
+ *    Time spent paused does not count toward the idle timeout
  *    (`rq_request_set_idle_timeout`); it does count toward the total timeout
  *    (`rq_request_set_timeout`).
  *  - Retries: pieces of a failed attempt have been delivered; the next attempt starts the body

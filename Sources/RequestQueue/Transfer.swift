@@ -47,9 +47,11 @@ final class Transfer {
     /// The slow-server limits of this attempt (idle, response headers, low speed), checked by the
     /// engine ten times a second through `stall(now:)`.
     private var watch = TransferWatch(limits: TransferWatch.Limits(idle: 0, headers: 0, lowSpeed: (0, 0)), now: 0)
-    /// Bytes moved by this attempt as `stall` last counted them, and the counters they came from.
+    /// Bytes moved by this attempt as `stall` last counted them (of them, those libcurl counted:
+    /// `TransferWatch.Sample.counted`), and the counters they came from.
     private var moved: Int64 = 0
-    private var counted: (curl: Int64, upload: Int64, redirects: Int, tcp: Int64) = (0, 0, 0, -1)
+    private var movedCounted: Int64 = 0
+    private var counted: (curl: Int64, upload: Int64, tcp: Int64) = (0, 0, -1)
     /// The TCP socket of the attempt's connection (-1: unknown), and the socket libcurl opened for
     /// it, if it opened one (learnt before connecting, confirmed once connected: see `connected`).
     private var socket: Int32 = -1
@@ -87,6 +89,8 @@ final class Transfer {
     /// The HTTP version of that status line when it is "HTTP/1.0" or "HTTP/1.1" (10, 11); 0 for
     /// any other (libcurl is asked then: see `response`).
     private var statusVersion: Int32 = 0
+    /// The Content-Length of the current response, -1 while it sent none.
+    private var contentLength: Int64 = -1
     /// Status lines received by this attempt, and libcurl's Content-Length of the response that
     /// was the `lengthRead.response`th when `reserveBody` read it (-1: none read).
     private var responses = 0
@@ -230,7 +234,8 @@ final class Transfer {
         let now = Clock.now()
         watch = TransferWatch(limits: request.watchLimits, now: now)
         moved = 0
-        counted = (0, 0, 0, -1)
+        movedCounted = 0
+        counted = (0, 0, -1)
         socket = -1
         openedSocket = -1
         awaitingHeaders = true
@@ -461,6 +466,12 @@ final class Transfer {
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
             status = code
+            contentLength = -1
+            // A switch to another protocol that the request did not ask for (the library never
+            // does): what follows is not HTTP, and libcurl would hand it over as the body.
+            if code == 101, let request, !request.headers.contains(where: { $0.lowercasedName == "upgrade" }) {
+                return refuse("the server switched protocols (101 Switching Protocols), which was not asked for")
+            }
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
             statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
                 ? 10 + Int32(bytes[7] - 0x30) : 0
@@ -474,7 +485,8 @@ final class Transfer {
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             guard let request else { return false }
-            if !(100...199).contains(status) {
+            // (A 101 that is not refused was asked for: libcurl takes what follows as its body.)
+            if !(100...199).contains(status) || status == 101 {
                 awaitingHeaders = false
                 headEnded(request)
                 if seeOtherKept { return false }
@@ -488,9 +500,16 @@ final class Transfer {
            let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
             return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
         }
-        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length"),
-           !ServerData.isValidContentLength(bytes: length) {
-            return refuse("the server sent an invalid Content-Length (\"\(String(decoding: length, as: UTF8.self).prefix(64))\")")
+        if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length") {
+            guard let value = ServerData.contentLength(bytes: length) else {
+                return refuse("the server sent an invalid Content-Length (\"\(String(decoding: length, as: UTF8.self).prefix(64))\")")
+            }
+            // Two different lengths: the body's end is ambiguous (libcurl would take the last one,
+            // and what lies beyond the other could pass for the next response).
+            if contentLength >= 0, value != contentLength {
+                return refuse("the server sent two different Content-Length values (\(contentLength) and \(value))")
+            }
+            contentLength = value
         }
         guard HeaderLines.append(line, to: headers) else {
             outOfMemory = true
@@ -511,7 +530,11 @@ final class Transfer {
             // A 303 asks for a GET of its Location (RFC 9110 15.4.4). libcurl 7.88 makes a GET of
             // a POST, but sends any other method (CURLOPT_CUSTOMREQUEST: PUT, DELETE, ...) there
             // again: such a 303 is not followed; it ends the attempt as its response.
-            guard status == 303, !HTTPMethods.seeOtherFollowed.contains(request.method) else { return }
+            if status != 303 || HTTPMethods.seeOtherFollowed.contains(request.method) {
+                // libcurl sends the next request: its response's headers are awaited.
+                awaitingHeaders = true
+                return
+            }
             seeOtherKept = true
         }
         if status == 401 {
@@ -845,17 +868,17 @@ final class Transfer {
     func stall(now: Double) -> String? {
         guard let request else { return nil }
         var down: curl_off_t = 0, up: curl_off_t = 0, pretransfer: curl_off_t = 0
-        var header = 0, redirects = 0
+        var header = 0
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &down)
         // A request that sends no body uploads nothing.
         if request.sendsBody { _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &up) }
         _ = ccurl_easy_getinfo_long(easy, CURLINFO_HEADER_SIZE, &header)
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
         _ = ccurl_easy_getinfo_off(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer)
         // libcurl's counters start again on a redirect: count what grew, and a change as a byte.
         let curl = Int64(clamping: down).addingReportingOverflow(Int64(clamping: up)).partialValue
             .addingReportingOverflow(Int64(header)).partialValue
         var grown = curl >= counted.curl ? curl - counted.curl : 1
+        movedCounted = movedCounted.addingReportingOverflow(grown).overflow ? Int64.max : movedCounted + grown
         // The socket also sees what libcurl has not counted yet: a header line still arriving, TLS
         // records. (On an HTTP/2 connection shared by several requests it sees them all.)
         let tcp = ccurl_tcp_bytes(socket)
@@ -865,11 +888,9 @@ final class Transfer {
         }
         moved = moved.addingReportingOverflow(grown).overflow ? Int64.max : moved + grown
         let uploading = Int64(up) != counted.upload
-        // A followed redirect sends a new request: its headers are awaited again.
-        if redirects != counted.redirects { awaitingHeaders = true }
-        counted = (curl, Int64(up), redirects, counted.tcp)
+        counted = (curl, Int64(up), counted.tcp)
         let sample = TransferWatch.Sample(moved: moved, connecting: pretransfer == 0, uploading: uploading,
-                                          awaitingHeaders: awaitingHeaders, paused: paused)
+                                          awaitingHeaders: awaitingHeaders, paused: paused, counted: movedCounted)
         return watch.check(now: now, sample).map { watch.message($0) }
     }
 
@@ -929,6 +950,10 @@ final class Transfer {
         } else if let fileError, !outOfMemory, !tooLarge {
             outcome = .fileError
             message = fileError
+        } else if code == CURLE_OK, awaitingHeaders, responses > 0 {
+            // libcurl ends a reply whose connection closed inside its headers as if it were whole.
+            outcome = .connectionLost
+            message = "the connection closed before the response headers were complete"
         } else if code == CURLE_OK || errorBodyCut {
             outcome = status >= 400 ? .httpStatus : .ok
             message = status >= 400 ? "The server returned a \(status) error" : ""
@@ -939,6 +964,12 @@ final class Transfer {
                 // libcurl's own limit of one header line (100 KiB) reports "out of memory".
                 outcome = .badResponse
                 message = "a header line of the response is longer than libcurl's limit of 100 KiB"
+            } else if code == CURLE_OUT_OF_MEMORY, !outOfMemory, paused {
+                // A paused transfer: libcurl keeps what it decoded from its last read, up to its
+                // limit (64 MiB). Only a compressed body expands that much from one read.
+                outcome = .badResponse
+                message = "the response body expands to more than libcurl keeps for a paused transfer "
+                    + "(64 MiB decoded from one read of the connection: a decompression bomb)"
             } else {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
                     : Transfer.outcome(of: code, message: message, statusSeen: status != 0)

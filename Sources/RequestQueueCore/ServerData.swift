@@ -76,10 +76,23 @@ public enum ServerData {
     /// `isValidContentLength` on the value's bytes (every response has one: no String is made).
     public static func isValidContentLength<Bytes: BidirectionalCollection>(bytes value: Bytes) -> Bool
         where Bytes.Element == UInt8 {
+        contentLength(bytes: value) != nil
+    }
+
+    /// The number of a valid Content-Length value (see `isValidContentLength`), nil for an
+    /// invalid one. (18 digits fit in an Int64.)
+    public static func contentLength<Bytes: BidirectionalCollection>(bytes value: Bytes) -> Int64?
+        where Bytes.Element == UInt8 {
         var digits = value[...]
         while let first = digits.first, first == 0x20 || first == 0x09 { digits = digits.dropFirst() }
         while let last = digits.last, last == 0x20 || last == 0x09 { digits = digits.dropLast() }
-        return (1...18).contains(digits.count) && digits.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        guard (1...18).contains(digits.count) else { return nil }
+        var number: Int64 = 0
+        for digit in digits {
+            guard digit >= 0x30, digit <= 0x39 else { return nil }
+            number = number * 10 + Int64(digit - 0x30)
+        }
+        return number
     }
 
     /// Whether libcurl's error message for an unsupported protocol says the reply was not HTTP

@@ -4,7 +4,8 @@
 /// - headers: the response headers were not complete `headers` seconds after the request was sent
 ///   (a server that answers one header line per second, forever);
 /// - slow: fewer than `lowSpeedRate` bytes per second on average over `lowSpeedTime` seconds (a
-///   server that trickles a byte every few seconds).
+///   server that trickles a byte every few seconds, or sends bytes that are no part of the
+///   exchange, such as an endless chunk extension).
 /// The defaults (see `Limits.init`) are documented in requestqueue.h.
 public struct TransferWatch: Sendable {
     /// The defaults of requestqueue.h.
@@ -38,8 +39,13 @@ public struct TransferWatch: Sendable {
 
     /// What the engine sees of an attempt at one instant.
     public struct Sample: Sendable {
-        /// Bytes moved so far in both directions (never decreasing).
+        /// Bytes moved so far in both directions (never decreasing): any byte is activity.
         public var moved: Int64
+        /// Of those, the bytes of the exchange itself (header lines once complete, bodies as
+        /// received, both ways), not the framing around them such as chunk extensions (never
+        /// decreasing): what the low-speed limit measures, so that bytes that are neither cannot
+        /// hold a transfer. Nil: `moved`.
+        public var counted: Int64
         /// The request has not been sent yet (still resolving, connecting, handshaking).
         public var connecting: Bool
         /// The request body moved since the previous sample (the server is still reading it).
@@ -49,8 +55,10 @@ public struct TransferWatch: Sendable {
         /// The transfer is paused by the library itself (the delivery is catching up).
         public var paused: Bool
 
-        public init(moved: Int64, connecting: Bool, uploading: Bool, awaitingHeaders: Bool, paused: Bool) {
+        public init(moved: Int64, connecting: Bool, uploading: Bool, awaitingHeaders: Bool, paused: Bool,
+                    counted: Int64? = nil) {
             self.moved = moved
+            self.counted = counted ?? moved
             self.connecting = connecting
             self.uploading = uploading
             self.awaitingHeaders = awaitingHeaders
@@ -84,13 +92,13 @@ public struct TransferWatch: Sendable {
             // Held by us, not by the server: no limit runs.
             lastActivity = now
             windowStart = now
-            windowBase = s.moved
+            windowBase = s.counted
             headersSince = s.awaitingHeaders ? now : nil
             return nil
         }
         if s.connecting {
             windowStart = now
-            windowBase = s.moved
+            windowBase = s.counted
         }
         if !s.awaitingHeaders {
             headersSince = nil
@@ -100,9 +108,9 @@ public struct TransferWatch: Sendable {
         if limits.idle > 0, now - lastActivity >= limits.idle { return .idle }
         if limits.headers > 0, let since = headersSince, now - since >= limits.headers { return .headers }
         if limits.lowSpeedRate > 0, limits.lowSpeedTime > 0, now - windowStart >= limits.lowSpeedTime {
-            if Double(s.moved - windowBase) < limits.lowSpeedRate * limits.lowSpeedTime { return .slow }
+            if Double(s.counted - windowBase) < limits.lowSpeedRate * limits.lowSpeedTime { return .slow }
             windowStart = now
-            windowBase = s.moved
+            windowBase = s.counted
         }
         return nil
     }

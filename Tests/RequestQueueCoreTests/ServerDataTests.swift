@@ -70,6 +70,12 @@ import Testing
         for good in ["0", " 123 ", "999999999999999999", "\t7 \t"] {
             #expect(ServerData.isValidContentLength(bytes: Array(good.utf8)), "\(good)")
         }
+        // The number, for telling two Content-Length values apart.
+        #expect(ServerData.contentLength(bytes: Array("0".utf8)) == 0)
+        #expect(ServerData.contentLength(bytes: Array(" 0046 ".utf8)) == 46)
+        #expect(ServerData.contentLength(bytes: Array("999999999999999999".utf8)) == 999_999_999_999_999_999)
+        #expect(ServerData.contentLength(bytes: Array("1234567890123456789".utf8)) == nil)
+        #expect(ServerData.contentLength(bytes: Array("5, 7".utf8)) == nil)
     }
 
     @Test func libcurlMessagesToldApart() {

@@ -48,6 +48,19 @@ import Testing
         #expect(connecting.check(now: 7, sample(0)) == .slow)
     }
 
+    @Test func bytesThatAreNoPartOfTheExchangeAreActivityButNoSpeed() {
+        // An endless chunk extension: the socket sees 1000 bytes a second, libcurl counts none.
+        var w = TransferWatch(limits: .init(idle: 2, headers: 0, lowSpeed: (1, 2)), now: 0)
+        #expect(w.check(now: 1, TransferWatch.Sample(moved: 1000, connecting: false, uploading: false, awaitingHeaders: false,
+                                                     paused: false, counted: 50)) == nil)
+        #expect(w.check(now: 2, TransferWatch.Sample(moved: 2000, connecting: false, uploading: false, awaitingHeaders: false,
+                                                     paused: false, counted: 60)) == nil)
+        #expect(w.check(now: 3, TransferWatch.Sample(moved: 3000, connecting: false, uploading: false, awaitingHeaders: false,
+                                                     paused: false, counted: 60)) == nil)
+        #expect(w.check(now: 4, TransferWatch.Sample(moved: 4000, connecting: false, uploading: false, awaitingHeaders: false,
+                                                     paused: false, counted: 61)) == .slow)
+    }
+
     @Test func pausedByUsIsNeverTheServersFault() {
         var w = TransferWatch(limits: .init(idle: 1, headers: 1, lowSpeed: (10, 1)), now: 0)
         #expect(w.check(now: 0.5, sample(100)) == nil)

@@ -74,6 +74,21 @@ import Testing
         #expect(c.body == FixturePattern.bytes(0, 3000))
     }
 
+    @Test func aSteadyBodyAfterARedirectIsNotCutByTheHeaderLimit() throws {
+        // The headers of the redirect's target are whole at once; its body takes about 2.4 s, the
+        // header limit is 1 s. (The limit once restarted when the engine noticed the redirect,
+        // after the final headers had ended, and cut the body.)
+        let target = fixture.url("/trickle?where=body&every=0.3&size=100&n=8")
+        let path = "/redirect-to?url=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let c = try run(path) { r in
+            _ = rq_request_set_idle_timeout(r, 2)
+            _ = rq_request_set_header_timeout(r, 1)
+            _ = rq_request_set_low_speed_limit(r, 0, 0)
+        }
+        #expect(c.outcome == RQ_OUTCOME_OK, "\(c.message)")
+        #expect(c.body == FixturePattern.bytes(0, 800))
+    }
+
     @Test func bytesOfAnUnfinishedHeaderLineAreActivity() throws {
         // One endless header line, a byte every 0.3 s: libcurl's counters see nothing until the
         // line ends, the socket sees every byte. The idle limit (1 s) must not fire; the header

@@ -41,6 +41,7 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         if let start = ServerData.contentRangeStart(text) { check(start >= 0) }
     case 3:
         check(ServerData.isValidContentLength(text) == ServerData.isValidContentLength(bytes: Array(text.utf8)))
+        if let length = ServerData.contentLength(bytes: Array(text.utf8)) { check(length >= 0 && ServerData.isValidContentLength(text)) }
         if let coding = ServerData.unrequestedTransferCoding(text) { check(coding != "chunked" && coding.count <= 64) }
         _ = ServerData.isFramingError(text)
         _ = ServerData.isNotHTTPError(text)

@@ -12,17 +12,26 @@ for, endless bodies... Endless replies stop by themselves after SEND_LIMIT bytes
 SEND_SECONDS seconds, or as soon as the client closes the connection. Query parameters:
   pace=S      sleep S seconds between pieces (default 0: as fast as the socket takes them)
   to=PATH     the Location of a redirect case
+  per=N       header lines per piece of endless-headers
   size=N      a body size where a case has one
 /case/raw?b64=B64[&repeat=N][&split=K][&pace=S] sends exactly the base64-decoded bytes, N times (0:
 endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
+Connection handling, any case: keep=1 keeps the connection open after the reply (the next request
+on it is read and answered as usual: a body longer than its Content-Length reaches the client
+before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a close.
+/case/ce-bomb?coding=C&size=N sends N zero bytes (default 128 MiB) compressed with C (gzip,
+deflate, br, zstd; br and zstd through the brotli and zstd commands) as Content-Encoding C.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
 
 import base64
+import functools
 import json
 import os
 import socket
+import struct
+import subprocess
 import sys
 import threading
 import time
@@ -62,7 +71,7 @@ def case_retry_after(q):
 def case_endless_headers(q):
     yield b"HTTP/1.1 200 OK\r\n"
     line = b"X-Endless: " + b"h" * int(q.get("line", "1000")) + b"\r\n"
-    yield from endless(line * max(1, PIECE // len(line)))
+    yield from endless(line * int(q.get("per", str(max(1, PIECE // len(line))))))
 
 
 def case_endless_header_line(q):
@@ -81,6 +90,13 @@ def case_endless_trailers(q):
     yield chunked(b"hello") + b"0\r\n"
     line = b"X-Endless: " + b"t" * int(q.get("line", "1000")) + b"\r\n"
     yield from endless(line * max(1, PIECE // len(line)))
+
+
+def case_endless_chunk_extension(q):
+    """A chunk whose extension (after "5;") never ends: bytes that are no body and no header."""
+    yield status_and(["Transfer-Encoding: chunked"])
+    yield b"5;"
+    yield from endless(b"x" * PIECE)
 
 
 def case_many_trailers(q):
@@ -183,6 +199,99 @@ def case_raw(q):
         count += 1
 
 
+@functools.lru_cache(maxsize=16)
+def compressed_zeros(coding, size):
+    """`size` zero bytes compressed with a content coding (cached: a bomb is made once)."""
+    if coding in ("gzip", "deflate"):
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 31 if coding == "gzip" else 15)
+        zeros = b"\0" * (1 << 20)
+        parts, left = [], size
+        while left > 0:
+            parts.append(compressor.compress(zeros[:min(left, len(zeros))]))
+            left -= min(left, len(zeros))
+        parts.append(compressor.flush())
+        return b"".join(parts)
+    command = {"br": ["brotli", "-c", "-q", "5"], "zstd": ["zstd", "-c", "-q", "-3"]}[coding]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+        def feed():
+            zeros = b"\0" * (1 << 20)
+            left = size
+            while left > 0:
+                child.stdin.write(zeros[:min(left, len(zeros))])
+                left -= min(left, len(zeros))
+            child.stdin.close()
+        writer = threading.Thread(target=feed)
+        writer.start()
+        out = child.stdout.read()
+        writer.join()
+    return out
+
+
+def case_ce_bomb(q):
+    """A Content-Encoding bomb: many zero bytes, compressed; chunked=1 sends it chunked."""
+    coding = q.get("coding", "gzip")
+    body = compressed_zeros(coding, int(q.get("size", str(128 << 20))))
+    if q.get("chunked", "0") == "1":
+        yield status_and([f"Content-Encoding: {coding}", "Transfer-Encoding: chunked"])
+        for i in range(0, len(body), 8192):
+            yield chunked(body[i:i + 8192])
+        yield b"0\r\n\r\n"
+    else:
+        yield status_and([f"Content-Encoding: {coding}", f"Content-Length: {len(body)}"])
+        yield body
+
+
+def case_set_cookies(q):
+    """`count` Set-Cookie lines (names prefix0, prefix1, ...) with values of `size` bytes."""
+    prefix, size = q.get("prefix", "c"), int(q.get("size", "10"))
+    lines = [f"Set-Cookie: {prefix}{i}={'v' * size}; Path=/" for i in range(int(q.get("count", "100")))]
+    yield status_and(lines + ["Content-Length: 2"]) + b"ok"
+
+
+def case_loop(q):
+    """A redirect to itself, forever (`status`: the redirect's status), on a kept connection."""
+    q["keep"] = "1"
+    yield status_and(["Location: /case/loop?status=" + q.get("status", "302"), "Content-Length: 0"],
+                     f"HTTP/1.1 {q.get('status', '302')} Again")
+
+
+def case_silent(q):
+    """Reads the request head only and sends nothing, for SEND_SECONDS (an upload is never read)."""
+    deadline = time.monotonic() + SEND_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        yield b""
+
+
+def case_paced(q):
+    """The head at once, then `pieces` body pieces of `size` bytes (Content-Length announced); the
+    server's pace= applies between pieces."""
+    pieces, size = int(q.get("pieces", "8")), int(q.get("size", "64"))
+    yield status_and([f"Content-Length: {pieces * size}"])
+    for _ in range(pieces):
+        yield b"b" * size
+
+
+def case_challenge_raw(q):
+    """401 with an oversized challenge, whatever the request carries: kind=0 a Digest nonce of 50000
+    bytes, kind=1 a Basic realm of 60000 bytes."""
+    value = ('Digest realm="x", nonce="' + "n" * 50000 + '", qop="auth,auth-int", algorithm="SHA-512-256", userhash=true'
+             if q.get("kind", "0") == "0" else 'Basic realm="' + "r" * 60000 + '"')
+    yield status_and([f"WWW-Authenticate: {value}", "Content-Length: 0"], "HTTP/1.1 401 No")
+
+
+def case_upload_reset(q):
+    """Reads `n` bytes of the request body (after the head), then resets the connection."""
+    conn, left = q["_conn"], int(q.get("n", "65536")) - len(q["_rest"])
+    while left > 0:
+        piece = conn.recv(min(left, 65536))
+        if not piece:
+            break
+        left -= len(piece)
+    q["rst"] = "1"
+    return iter(())
+
+
 CASES = {
     "raw": case_raw,
     "retry-after": case_retry_after,
@@ -191,6 +300,7 @@ CASES = {
     "endless-interim": case_endless_interim,
     "endless-trailers": case_endless_trailers,
     "many-trailers": case_many_trailers,
+    "endless-chunk-extension": case_endless_chunk_extension,
     "te-gzip": case_te_gzip,
     "http09": case_http09,
     "garbage": case_garbage,
@@ -202,65 +312,107 @@ CASES = {
     "redirect-body": case_redirect_body,
     "empty": case_empty,
     "challenge": case_challenge,
+    "ce-bomb": case_ce_bomb,
+    "set-cookies": case_set_cookies,
+    "loop": case_loop,
+    "silent": case_silent,
+    "upload-reset": case_upload_reset,
+    "paced": case_paced,
+    "challenge-raw": case_challenge_raw,
 }
 
 
-def read_head(conn):
-    data = b""
+def read_head(conn, data=b""):
+    """The head of the next request and the bytes read after it; None at the end."""
     while b"\r\n\r\n" not in data:
         piece = conn.recv(65536)
         if not piece or len(data) > 1 << 20:
             return None
         data += piece
-    return data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    head, rest = data.split(b"\r\n\r\n", 1)
+    return head.decode("latin-1"), rest
+
+
+def reset(conn):
+    """Ends the connection with a reset (RST), not a close."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def serve(conn):
     with conn:
-        head = read_head(conn)
-        if head is None:
-            return
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ")
-        target = parts[1] if len(parts) > 1 else "/"
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        url = urllib.parse.urlsplit(target)
-        if url.path == "/_/log":
-            with log_lock:
-                body = json.dumps({"requests": log}).encode()
-            conn.sendall(status_and([f"Content-Length: {len(body)}", "Connection: close"]) + body)
-            return
+        rest = b""
+        while True:
+            got = read_head(conn, rest)
+            if got is None:
+                return
+            head, rest = got
+            keep = serve_one(conn, head, rest)
+            if not keep:
+                return
+            # A kept connection: the next request, after this one's body (Content-Length).
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length" and value.strip().isdigit():
+                    length = int(value.strip())
+            while len(rest) < length:
+                piece = conn.recv(65536)
+                if not piece:
+                    return
+                rest += piece
+            rest = rest[length:]
+
+
+def serve_one(conn, head, rest):
+    """Answers one request; returns whether the connection stays open for the next one."""
+    lines = head.split("\r\n")
+    parts = lines[0].split(" ")
+    target = parts[1] if len(parts) > 1 else "/"
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    url = urllib.parse.urlsplit(target)
+    if url.path == "/_/log":
         with log_lock:
-            log.append({"path": target, "headers": headers})
-        query = dict(urllib.parse.parse_qsl(url.query))
-        if "authorization" in headers:
-            query["_auth"] = "1"
-        name = url.path[len("/case/"):] if url.path.startswith("/case/") else ""
-        case = CASES.get(name)
-        if case is None:
-            body = f"no case {name!r}\n".encode()
-            conn.sendall(status_and([f"Content-Length: {len(body)}"], "HTTP/1.1 404 Not Found") + body)
-            return
-        pace = float(query.get("pace", "0"))
-        sent, started = 0, time.monotonic()
-        try:
-            for piece in case(query):
-                conn.sendall(piece)
-                sent += len(piece)
-                if sent >= SEND_LIMIT or time.monotonic() - started > SEND_SECONDS:
-                    break
-                if pace > 0:
-                    time.sleep(pace)
-            conn.shutdown(socket.SHUT_WR)
-            # Let the client read everything before the close (no reset over unread data).
-            conn.settimeout(5)
-            while conn.recv(65536):
-                pass
-        except OSError:
-            pass  # the client closed: what an endless case waits for
+            body = json.dumps({"requests": log}).encode()
+        conn.sendall(status_and([f"Content-Length: {len(body)}", "Connection: close"]) + body)
+        return False
+    with log_lock:
+        log.append({"path": target, "headers": headers})
+    query = dict(urllib.parse.parse_qsl(url.query))
+    if "authorization" in headers:
+        query["_auth"] = "1"
+    query["_conn"], query["_rest"] = conn, rest
+    name = url.path[len("/case/"):] if url.path.startswith("/case/") else ""
+    case = CASES.get(name)
+    if case is None:
+        body = f"no case {name!r}\n".encode()
+        conn.sendall(status_and([f"Content-Length: {len(body)}"], "HTTP/1.1 404 Not Found") + body)
+        return False
+    pace = float(query.get("pace", "0"))
+    sent, started = 0, time.monotonic()
+    try:
+        for piece in case(query):
+            conn.sendall(piece)
+            sent += len(piece)
+            if sent >= SEND_LIMIT or time.monotonic() - started > SEND_SECONDS:
+                break
+            if pace > 0:
+                time.sleep(pace)
+        if query.get("rst") == "1":
+            reset(conn)
+            return False
+        if query.get("keep") == "1":
+            return True
+        conn.shutdown(socket.SHUT_WR)
+        # Let the client read everything before the close (no reset over unread data).
+        conn.settimeout(5)
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client closed: what an endless case waits for
+    return False
 
 
 def main():

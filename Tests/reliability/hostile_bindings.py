@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""The hostile server (hostile_server.py) through the Python binding: connections closed or reset
+in every phase, conflicting Content-Length values, an unasked 101 and Content-Encoding bombs, for
+collected bodies, on_body, stream=True and output files, with Queue and AsyncQueue. Each request:
+exactly one on_complete, the documented outcome, the process alive, and for the bombs the peak
+RSS within a budget.
+
+    REQUESTQUEUE_LIBRARY=.../librequestqueue.so PYTHONPATH=bindings/python/src \\
+        python3 Tests/reliability/hostile_bindings.py [--tmp DIR] [--rss-budget-mib N]
+
+Prints "hostile_bindings: N checks passed" and exits 0 when every check passed.
+"""
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+import requestqueue as rq
+from requestqueue import Outcome
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+checks = 0
+
+
+def check(condition, message):
+    global checks
+    if not condition:
+        print(f"hostile_bindings: FAIL: {message}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    checks += 1
+
+
+def raw(reply, extra=""):
+    return "/case/raw?b64=" + urllib.parse.quote(base64.b64encode(reply.encode("latin-1")).decode(), safe="") + extra
+
+
+def status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def reset_peak():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status_kib("VmRSS")
+
+
+# (reply, query, outcome after a close, body of a complete reply)
+PHASES = [
+    ("", "", Outcome.CONNECTION_LOST, None),
+    ("HTTP/1.1 200 OK\r\nContent-Le", "", Outcome.CONNECTION_LOST, None),
+    ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789", "", Outcome.CONNECTION_LOST, None),
+    ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n", "", Outcome.CONNECTION_LOST, None),
+    ("HTTP/1.1 200 OK\r\n\r\nclose-delimited", "", Outcome.OK, b"close-delimited"),
+    ("HTTP/1.1 200 OK\r\n\r\nclose-delimited", "&rst=1", Outcome.CONNECTION_LOST, None),
+    ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello12", "", Outcome.BAD_RESPONSE, None),
+    ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframes", "", Outcome.BAD_RESPONSE, None),
+]
+
+
+class Sync:
+    """Runs requests on a Queue (dispatch delivery, callbacks in queue.wait)."""
+
+    def __init__(self, base, tmp):
+        self.base, self.tmp = base, tmp
+
+    def run(self, path, sink, **options):
+        completions = []
+        pieces = []
+        out = os.path.join(self.tmp, "hostile-bindings-out")
+        if os.path.exists(out):
+            os.unlink(out)
+        if sink == "on_body":
+            options["on_body"] = lambda request, data, offset: pieces.append(len(data))
+        elif sink == "file":
+            options["output_file"] = out
+        with rq.Queue() as queue:
+            request = queue.add(self.base + path, on_complete=completions.append, stream=(sink == "stream"), **options)
+            if sink == "stream":
+                try:
+                    for chunk in request.iter_bytes():
+                        pieces.append(len(chunk))
+                except rq.RequestError:
+                    pass
+            queue.wait()
+        check(len(completions) == 1, f"{path} ({sink}): {len(completions)} completions")
+        response = request.response
+        got = response.body if sink == "collected" else (
+            os.path.getsize(out) if sink == "file" and os.path.exists(out) else sum(pieces))
+        return response, got
+
+
+def close_phases(runner):
+    for reply, extra, outcome, body in PHASES:
+        for sink in ("collected", "on_body", "stream", "file"):
+            response, got = runner.run(raw(reply, extra), sink)
+            check(response.outcome == outcome, f"{reply[:40]!r}{extra} ({sink}): {response.outcome!r} "
+                  f"({response.message}), expected {outcome!r}")
+            if body is not None:
+                expected = body if sink == "collected" else len(body)
+                check(got == expected, f"{reply[:40]!r} ({sink}): body {got!r}, expected {expected!r}")
+
+
+def bombs(runner, budget_kib):
+    for coding in ("gzip", "zstd", "br"):
+        for sink in ("on_body", "stream", "file"):
+            before = reset_peak()
+            response, got = runner.run(f"/case/ce-bomb?coding={coding}&sink={sink}", sink)
+            grown = status_kib("VmHWM") - before
+            check(grown <= budget_kib, f"{coding} bomb ({sink}): the peak RSS grew by {grown} KiB")
+            check((response.outcome == Outcome.OK and got == 128 << 20)
+                  or (response.outcome == Outcome.BAD_RESPONSE and "decompression bomb" in response.message),
+                  f"{coding} bomb ({sink}): {response.outcome!r} ({response.message}), {got} bytes")
+        response, got = runner.run(f"/case/ce-bomb?coding={coding}&limited=1", "collected", max_response_size=1 << 20)
+        check(response.outcome == Outcome.RESPONSE_TOO_LARGE and len(got) <= 1 << 20,
+              f"{coding} bomb, at most 1 MiB: {response.outcome!r}, {len(got)} bytes")
+
+
+ODD_COOKIES = ("HTTP/1.1 200 OK\r\nSet-Cookie: e1=1; Expires=Sun, 06 Nov 99999999999 08:49:37 GMT\r\n"
+               "Set-Cookie: e2=1; Max-Age=99999999999999999999\r\nSet-Cookie: e3=1; Max-Age=-99999999999999999999\r\n"
+               "Set-Cookie: e5=1; Max-Age=9223372036854775807\r\nSet-Cookie: e6=\t\x01x\r\nContent-Length: 2\r\n\r\nok")
+
+
+def cookies(base):
+    """Expiry dates and ages that overflow, read back through Queue.cookies()."""
+    with rq.Queue() as queue:
+        response = queue.fetch(base + raw(ODD_COOKIES), cookies=True)
+        check(response.outcome == Outcome.OK, f"odd cookies: {response.outcome!r}")
+        jar = queue.cookies()
+    names = sorted(c.name for c in jar)
+    check(set(names) <= {"e1", "e2", "e3", "e5", "e6"} and "e2" in names, f"odd cookies: the jar holds {names}")
+    check(all(isinstance(c.expires, int) and c.expires >= 0 for c in jar), f"odd cookies: {jar}")
+
+
+async def async_cases(base):
+    async with rq.AsyncQueue() as queue:
+        for reply, extra, outcome, body in PHASES:
+            completions = []
+            request = queue.add(base + raw(reply, extra), on_complete=completions.append)
+            try:
+                await request
+            except rq.RequestError:
+                pass
+            await queue.wait()
+            check(len(completions) == 1, f"async {reply[:40]!r}: {len(completions)} completions")
+            check(request.response.outcome == outcome, f"async {reply[:40]!r}{extra}: {request.response.outcome!r}")
+            if body is not None:
+                check(request.response.body == body, f"async {reply[:40]!r}: body {request.response.body!r}")
+        completions = []
+        request = queue.add(base + "/case/ce-bomb?coding=zstd&async=1", stream=True, on_complete=completions.append)
+        streamed = 0
+        try:
+            async for chunk in request.aiter_bytes():
+                streamed += len(chunk)
+        except rq.RequestError:
+            pass
+        await queue.wait()
+        check(len(completions) == 1, f"async zstd bomb: {len(completions)} completions")
+        response = request.response
+        check((response.outcome == Outcome.OK and streamed == 128 << 20)
+              or (response.outcome == Outcome.BAD_RESPONSE and "decompression bomb" in response.message),
+              f"async zstd bomb: {response.outcome!r} ({response.message}), {streamed} bytes")
+
+
+def main():
+    args = sys.argv[1:]
+    tmp = tempfile.gettempdir()
+    budget_kib = 256 * 1024
+    while args:
+        if args[0] == "--tmp":
+            tmp = args[1]
+        elif args[0] == "--rss-budget-mib":
+            budget_kib = int(args[1]) * 1024
+        else:
+            sys.exit(f"usage: {sys.argv[0]} [--tmp DIR] [--rss-budget-mib N]")
+        args = args[2:]
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "hostile_server.py"), "--exit-on-stdin-eof"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        check(line.startswith("PORT "), f"the hostile server did not start: {line!r}")
+        base = f"http://127.0.0.1:{line.split()[1]}"
+        runner = Sync(base, tmp)
+        close_phases(runner)
+        bombs(runner, budget_kib)
+        cookies(base)
+        asyncio.run(async_cases(base))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    print(f"hostile_bindings: {checks} checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
