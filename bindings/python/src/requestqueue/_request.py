@@ -907,8 +907,15 @@ class Request:
         if self._stream:
             self._wake_chunk_waiters()
             self._wake(self._head_waiters)
-        if queue is not None:
-            queue._finished(self)
+        if queue is not None:  # (what the queue does when one of its requests ends)
+            if self._waiters:
+                queue._wake_waiters(self)
+            # (No lock: the pop is atomic, and an add() racing with it calls _became_busy
+            # afterwards either way.)
+            live = queue._live
+            live.discard(self)
+            if not live and queue._asynchronous:
+                queue._became_idle()
 
     def _mark_reported(self) -> None:
         queue = self._queue

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _runtime, _types
 from ._convert import _decode
 from ._native import ffi, lib, raise_result
-from ._runtime import _gcp, _lazy_lock, _owned
+from ._runtime import _gcp, _lazy_lock, _release_response_later
 from ._types import Headers, Metrics, Outcome, Response, _built
 
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
@@ -180,8 +180,9 @@ def _completed_response(ptr: Any) -> Response:
         return response
     if not outcome_code:
         fields["message"] = ""
-    # Released after the Response is collected (see _owned), or once every field has been read.
-    fields["_retained"] = _owned(ptr)
+    # Released after the Response is collected (_runtime._owned, inlined), or once every field has
+    # been read.
+    fields["_retained"] = _gcp(ptr, _release_response_later)
     return response
 
 
