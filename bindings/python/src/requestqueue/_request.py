@@ -56,7 +56,7 @@ from ._errors import (
     RequestError,
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
-from ._response import _completed_response, _copy_response
+from ._response import _copy_response, _summary
 from ._runtime import _drain, _gcp, _release_later, _releases, _response_releases
 from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
 
@@ -881,7 +881,7 @@ class Request:
     def _complete(self, response_ptr: Any) -> None:
         queue = self._queue
         try:
-            response = _completed_response(response_ptr)
+            response = _summary(response_ptr, True)  # (retained: see _summary)
         except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
             response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
         # (The class's _error stays None for a success, and _challenges () unless one came.)
