@@ -8,7 +8,7 @@ import select
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -106,7 +106,11 @@ class _QueueBase:
             check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
             self._fd = int(fd[0])
             self._lock = threading.RLock()
-            self._live: Set[Request] = set()  # the requests in flight
+            # The requests in flight, by their key (Request._key: the context of a request added by
+            # URL, else its handle).
+            self._live: Dict[Any, Request] = {}
+            # What _contexts maps the context of each request added by URL to (one per queue).
+            self._self_ref = _new_ref(self)
             # Callback exceptions not yet raised to anyone, with the request whose callback raised.
             self._errors: List[Tuple[Request, BaseException]] = []
             self._rate_limit: Optional[RateLimit] = None
@@ -297,7 +301,7 @@ class _QueueBase:
         finally:
             lib.rq_snapshot_free(array[0])
         # (A completion on another thread may remove a request meanwhile: list() copies at once.)
-        live = {r._handle: r for r in list(self._live)}
+        live = {r._handle: r for r in list(self._live.values())}
         requests = [live.get(h) for h in handles]
         return [r for r in requests if r is not None]
 
@@ -350,13 +354,14 @@ class _QueueBase:
                     raise QueueClosedError("add: the queue is closed")
                 # Known before the call: its completion may run on another thread before it returns.
                 req._queue = self
+                req._key = context
                 live = self._live
-                live.add(req)
-                _contexts[context] = _new_ref(req)
+                live[context] = req
+                _contexts[context] = self._self_ref
                 code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
                 if code != 0:
                     req._queue = None
-                    live.discard(req)
+                    del live[context]
                     del _contexts[context]
                     _request_outs.append(out)
                     if code in _URL_ERRORS:
@@ -388,13 +393,13 @@ class _QueueBase:
             if req._queue is not None:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
             req._queue = self
-            handle = req._handle
-            self._live.add(req)
+            handle = req._key = req._handle
+            self._live[handle] = req
             _registry[handle] = _new_ref(req)
             code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
-                self._live.discard(req)
+                self._live.pop(handle, None)
                 _registry.pop(handle, None)
                 self._check(code, f"add {req!r}")
             if asynchronous and len(self._live) == 1:

@@ -167,6 +167,7 @@ class Request:
     # Instance attributes whose initial value is shared: each request sets its own when it changes.
     _handle: Any = None  # (set by _begin; by Queue.add for a request it makes by URL, once added)
     _queue: Optional["_QueueBase"] = None
+    _key: Any = None  # (set by add: the key of the request in its queue's _live)
     _response: Optional[Response] = None
     _error: Optional[BaseException] = None
     _callback_error: Optional[BaseException] = None
@@ -913,7 +914,7 @@ class Request:
             # (No lock: the pop is atomic, and an add() racing with it calls _became_busy
             # afterwards either way.)
             live = queue._live
-            live.discard(self)
+            live.pop(self._key, None)
             if not live and queue._asynchronous:
                 queue._became_idle()
 

@@ -21,8 +21,9 @@ Lifetimes
   whose request was collected, is ignored, so no callback can reach a freed Python object. A
   request added by URL in one call (``rq_add_url``: ``add(url)``, ``add(url, on_complete=f)``) has
   no handle before that call, and its completion may run on another thread before the call
-  returns: its context is an integer of ``_context_values`` (never reused), registered in
-  ``_contexts`` before the call, the same way.
+  returns: its context is an integer of ``_context_values`` (never reused), registered before the
+  call in ``_contexts``, which refers to the request's queue (weakly: one reference per queue, not
+  one per request), and in that queue's ``_live``, which holds its requests in flight by key.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
   at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
@@ -90,8 +91,9 @@ if TYPE_CHECKING:
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 # The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
 # not known before the call, so their context is an integer of _context_values (never reused),
-# registered before it.
-_contexts: Dict[int, "weakref.ReferenceType[Request]"] = {}
+# registered before it. It maps to the queue (its _self_ref: weak, as above), whose _live holds the
+# request under that same integer.
+_contexts: Dict[int, "weakref.ReferenceType[_QueueBase]"] = {}
 _context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
