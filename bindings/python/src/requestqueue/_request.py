@@ -474,7 +474,7 @@ class Request:
         if code:
             _request_outs.append(out)
             raise_result(code, f"invalid URL {url!r}")
-        # Released after the request is collected (_owned, inlined: see there).
+        # Released after the request is collected (see _runtime._gcp).
         self._handle = _gcp(out[0], _release_later)
         _request_outs.append(out)
         # Each callback given is kept here; the others stay the class's None (likewise for stream,

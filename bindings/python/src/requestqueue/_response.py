@@ -107,8 +107,8 @@ def _summary(ptr: Any, retain: bool) -> Response:
             return response
         if not outcome_code:
             fields["message"] = ""
-        # Released after the Response is collected (_runtime._owned, inlined), or once every field
-        # has been read.
+        # Released after the Response is collected (see _runtime._gcp), or once every field has
+        # been read.
         fields["_retained"] = _gcp(ptr, _release_response_later)
     return response
 

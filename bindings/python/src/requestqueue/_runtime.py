@@ -101,22 +101,18 @@ _exiting = False
 # What the garbage collector let go of, released by _drain: `_releases` holds the rq_request *
 # handles of collected Requests, `_response_releases` the retained rq_response * of collected
 # Responses (one deque per kind, each released in one call). Only appended to, by the destructors
-# of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C code and takes
-# no lock.
+# of ffi.gc pointers (_gcp below), which can run inside the collector: deque.append is C code and
+# takes no lock.
 _releases: Deque[Any] = collections.deque()
 _response_releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
 _release_response_later = _response_releases.append
 # Held by the thread that empties the two deques (never inside the collector: see _drain).
 _drain_lock = threading.Lock()
-# ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
-# `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
+# ffi.gc without its Python-level wrapper: _gcp(pointer, _release_later) is a pointer equal to (and
+# hashing as) `pointer` that queues `pointer` in _releases when it is garbage (likewise with
+# _release_response_later for a retained rq_response *); _gcp(that, None) disowns it.
 _gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
-
-
-def _owned(pointer: Any) -> Any:
-    """A retained rq_response *, released (by _drain) after it is collected."""
-    return _gcp(pointer, _release_response_later)
 
 
 # Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
