@@ -140,7 +140,7 @@ class AsyncQueue(_QueueBase):
             # Never while a task awaits another request of this queue, or the queue itself: the
             # reader may be that task (awaiting inside its loop), which would then wait forever.
             paused = bool(self._backlogged) and not self._idle_waiters and not any(
-                r._waiters or (r._stream and r._head_waiters) for r in list(self._live) if r not in self._backlogged)
+                r._waiters or (r._stream and r._head_waiters) for r in list(self._live.values()) if r not in self._backlogged)
         want = bool(self._live) and not paused and not self._closed and not self._closing
         if want and not self._reading and self._loop is not None:
             self._loop.add_reader(self._fd, self._on_readable)

@@ -1,7 +1,7 @@
 """The C callbacks, created once and never freed. Their context is the request's handle, looked up
 in _runtime._registry (or, for a request added by URL in one call, an integer, looked up in
-_runtime._contexts): a context it no longer knows, or whose
-request was collected, is ignored, so a stale callback is harmless."""
+_runtime._contexts, which gives its queue): a context it no longer knows, or whose request (or
+queue) was collected, is ignored, so a stale callback is harmless."""
 
 from __future__ import annotations
 
@@ -28,12 +28,15 @@ def _on_completion(context: Any, request: Any, response: Any) -> None:
 
 def _on_added_completion(context: int, request: int, response: Any) -> None:
     """The completion of a request added with rq_add_url (see Queue.add and ADDED_COMPLETION):
-    its context is the integer the request is registered under in _contexts."""
+    its context is the integer its queue is registered under in _contexts, and the key of the
+    request in that queue's _live."""
     ref = _contexts.pop(context, None)
     if ref is not None:
-        req = ref()
-        if req is not None:
-            req._complete(response)
+        queue = ref()
+        if queue is not None:
+            req = queue._live.get(context)
+            if req is not None:
+                req._complete(response)
 
 
 def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:

@@ -8,7 +8,7 @@ import select
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -50,9 +50,6 @@ __all__ = ["Queue"]
 _DUPLICATES_BY_CODE = {code: dup for dup, code in DUPLICATES_CODES.items()}
 _new_ref = weakref.ref
 _PLAIN_OPTIONS = Request._PLAIN_OPTIONS
-# add(url) and add(url, on_complete=...): the request is made, given its completion and added in
-# one call of the library (rq_add_url) instead of three.
-_URL_ONLY_OPTIONS = frozenset(("on_complete",))
 _new_request = object.__new__
 _NULL = ffi.NULL
 # What rq_add_url returns for its URL, as rq_request_new does (see Request._begin).
@@ -109,7 +106,11 @@ class _QueueBase:
             check(lib.rq_queue_get_fd(self._ptr, fd), "Queue()")
             self._fd = int(fd[0])
             self._lock = threading.RLock()
-            self._live: Set[Request] = set()  # the requests in flight
+            # The requests in flight, by their key (Request._key: the context of a request added by
+            # URL, else its handle).
+            self._live: Dict[Any, Request] = {}
+            # What _contexts maps the context of each request added by URL to (one per queue).
+            self._self_ref = _new_ref(self)
             # Callback exceptions not yet raised to anyone, with the request whose callback raised.
             self._errors: List[Tuple[Request, BaseException]] = []
             self._rate_limit: Optional[RateLimit] = None
@@ -300,7 +301,7 @@ class _QueueBase:
         finally:
             lib.rq_snapshot_free(array[0])
         # (A completion on another thread may remove a request meanwhile: list() copies at once.)
-        live = {r._handle: r for r in list(self._live)}
+        live = {r._handle: r for r in list(self._live.values())}
         requests = [live.get(h) for h in handles]
         return [r for r in requests if r is not None]
 
@@ -318,9 +319,60 @@ class _QueueBase:
     def add(self, request: Union[Request, str], /, **kwargs: Unpack[RequestOptions]) -> Request:
         """Adds a request: a :class:`Request`, or a URL and :class:`Request`'s keyword arguments.
         It starts at once if the queue is not suspended and has a free slot. Returns the request."""
-        if type(request) is str and kwargs.keys() <= _URL_ONLY_OPTIONS and not self._closed \
-                and "\0" not in request:
-            return self._add_url(request, kwargs.get("on_complete"))
+        if type(request) is str and (not kwargs or (len(kwargs) == 1 and "on_complete" in kwargs)) \
+                and not self._closed and "\0" not in request:
+            # add(url) or add(url, on_complete=f): what Request(url, on_complete=f) and add() below
+            # do (the same errors, in the same order), in one call of the library (rq_add_url).
+            # (Written here rather than in a method of its own: one Python call fewer per request.)
+            url = request
+            if _releases or _response_releases:
+                _drain()
+            encoded = url.encode("utf-8")
+            req: Request = _new_request(Request)
+            if kwargs:
+                on_complete = kwargs["on_complete"]
+                if on_complete is not None:
+                    req._on_complete = on_complete
+            req.url = url
+            req.method = "GET"
+            asynchronous = self._asynchronous
+            if asynchronous:
+                try:
+                    self._before_add(req)
+                except BaseException:
+                    Request(url)  # (an invalid URL is reported first, as by add(Request(url)))
+                    raise
+            try:
+                out = _request_outs.pop()
+            except IndexError:
+                out = _newp(_REQUEST_OUT)
+            context = next(_context_values)
+            with self._lock:
+                if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
+                    _request_outs.append(out)
+                    Request(url)
+                    raise QueueClosedError("add: the queue is closed")
+                # Known before the call: its completion may run on another thread before it returns.
+                req._queue = self
+                req._key = context
+                live = self._live
+                live[context] = req
+                _contexts[context] = self._self_ref
+                code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
+                if code != 0:
+                    req._queue = None
+                    del live[context]
+                    del _contexts[context]
+                    _request_outs.append(out)
+                    if code in _URL_ERRORS:
+                        raise_result(code, f"invalid URL {url!r}")
+                    self._check(code, f"add {req!r}")
+                # Released after the request is collected (see Request._begin).
+                req._handle = _gcp(out[0], _release_later)
+                _request_outs.append(out)
+                if asynchronous and len(live) == 1:
+                    self._became_busy()
+            return req
         if isinstance(request, Request):
             if kwargs:
                 raise TypeError("keyword arguments are for a URL, not for a Request")
@@ -341,65 +393,16 @@ class _QueueBase:
             if req._queue is not None:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
             req._queue = self
-            handle = req._handle
-            self._live.add(req)
+            handle = req._key = req._handle
+            self._live[handle] = req
             _registry[handle] = _new_ref(req)
             code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
-                self._live.discard(req)
+                self._live.pop(handle, None)
                 _registry.pop(handle, None)
                 self._check(code, f"add {req!r}")
             if asynchronous and len(self._live) == 1:
-                self._became_busy()
-        return req
-
-    def _add_url(self, url: str, on_complete: Optional[Callable[[Request], Any]]) -> Request:
-        """add(url) or add(url, on_complete=f): what Request(url, on_complete=f) and add() do (the
-        same errors, in the same order), in one call of the library."""
-        if _releases or _response_releases:
-            _drain()
-        encoded = url.encode("utf-8")
-        req: Request = _new_request(Request)
-        if on_complete is not None:
-            req._on_complete = on_complete
-        req.url = url
-        req.method = "GET"
-        asynchronous = self._asynchronous
-        if asynchronous:
-            try:
-                self._before_add(req)
-            except BaseException:
-                Request(url)  # (an invalid URL is reported first, as by add(Request(url)))
-                raise
-        try:
-            out = _request_outs.pop()
-        except IndexError:
-            out = _newp(_REQUEST_OUT)
-        context = next(_context_values)
-        with self._lock:
-            if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
-                _request_outs.append(out)
-                Request(url)
-                raise QueueClosedError("add: the queue is closed")
-            # Known before the call: its completion may run on another thread before it returns.
-            req._queue = self
-            live = self._live
-            live.add(req)
-            _contexts[context] = _new_ref(req)
-            code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
-            if code != 0:
-                req._queue = None
-                live.discard(req)
-                del _contexts[context]
-                _request_outs.append(out)
-                if code in _URL_ERRORS:
-                    raise_result(code, f"invalid URL {url!r}")
-                self._check(code, f"add {req!r}")
-            # Released after the request is collected (see Request._begin).
-            req._handle = _gcp(out[0], _release_later)
-            _request_outs.append(out)
-            if asynchronous and len(live) == 1:
                 self._became_busy()
         return req
 
@@ -426,7 +429,7 @@ class _QueueBase:
     def _ready(self) -> None:
         """The kind's own state that needs the library's queue."""
 
-    # (add() and _finished() call these three for an AsyncQueue only.)
+    # (add() and Request._complete() call these three for an AsyncQueue only.)
     def _before_add(self, request: Request) -> None:
         pass
 
@@ -444,16 +447,6 @@ class _QueueBase:
 
     def _update_reading(self) -> None:
         pass
-
-    def _finished(self, request: Request) -> None:
-        if request._waiters:
-            self._wake_waiters(request)
-        # (No lock: the pop is atomic, and an add() racing with it calls _became_busy afterwards
-        # either way.)
-        live = self._live
-        live.discard(request)
-        if not live and self._asynchronous:
-            self._became_idle()
 
     def _wake_waiters(self, request: Request) -> None:
         """Wakes the tasks awaiting a request that completed (AsyncQueue)."""

@@ -56,7 +56,7 @@ from ._errors import (
     RequestError,
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
-from ._response import _completed_response, _copy_response
+from ._response import _copy_response, _summary
 from ._runtime import _drain, _gcp, _release_later, _releases, _response_releases
 from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
 
@@ -179,6 +179,7 @@ class Request:
     # Instance attributes whose initial value is shared: each request sets its own when it changes.
     _handle: Any = None  # (set by _begin; by Queue.add for a request it makes by URL, once added)
     _queue: Optional["_QueueBase"] = None
+    _key: Any = None  # (set by add: the key of the request in its queue's _live)
     _response: Optional[Response] = None
     _error: Optional[BaseException] = None
     _callback_error: Optional[BaseException] = None
@@ -485,7 +486,7 @@ class Request:
         if code:
             _request_outs.append(out)
             raise_result(code, f"invalid URL {url!r}")
-        # Released after the request is collected (_owned, inlined: see there).
+        # Released after the request is collected (see _runtime._gcp).
         self._handle = _gcp(out[0], _release_later)
         _request_outs.append(out)
         # Each callback given is kept here; the others stay the class's None (likewise for stream,
@@ -900,7 +901,7 @@ class Request:
     def _complete(self, response_ptr: Any) -> None:
         queue = self._queue
         try:
-            response = _completed_response(response_ptr)
+            response = _summary(response_ptr, True)  # (retained: see _summary)
         except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
             response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
         # (The class's _error stays None for a success, and _challenges () unless one came.)
@@ -928,8 +929,15 @@ class Request:
         if self._stream:
             self._wake_chunk_waiters()
             self._wake(self._head_waiters)
-        if queue is not None:
-            queue._finished(self)
+        if queue is not None:  # (what the queue does when one of its requests ends)
+            if self._waiters:
+                queue._wake_waiters(self)
+            # (No lock: the pop is atomic, and an add() racing with it calls _became_busy
+            # afterwards either way.)
+            live = queue._live
+            live.pop(self._key, None)
+            if not live and queue._asynchronous:
+                queue._became_idle()
 
     def _mark_reported(self) -> None:
         queue = self._queue

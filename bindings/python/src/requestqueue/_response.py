@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _runtime, _types
 from ._convert import _decode
 from ._native import ffi, lib, raise_result
-from ._runtime import _gcp, _lazy_lock, _owned
+from ._runtime import _gcp, _lazy_lock, _release_response_later
 from ._types import Headers, Metrics, Outcome, Response, _built
 
 # ffi.string without its Python-level wrapper (it is called for every header of every response).
@@ -68,10 +68,14 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-def _summary(ptr: Any, fields: Dict[str, Any], retain: bool = False) -> Tuple[int, int]:
-    """Reads the status, body, outcome and HTTP version of a response into `fields`, in one call
-    (with `retain`, rq_response_retain_summary, which also retains the response: the caller
-    releases it); returns the outcome's code and the body's length."""
+def _summary(ptr: Any, retain: bool) -> Response:
+    """A Response with the status, body, outcome and HTTP version of a borrowed rq_response, read in
+    one call. With `retain` (a completion, Request._complete), rq_response_retain_summary also
+    retains the response, and its other fields are left in the library until used (see
+    _load_field), unless the body is larger than _EAGER_BODY: then they are copied now and the
+    response let go. Without, the caller copies the other fields during the callback."""
+    response: Response = _new(Response)
+    fields = response.__dict__
     try:
         pair = _summaries.pop()
     except IndexError:
@@ -94,7 +98,19 @@ def _summary(ptr: Any, fields: Dict[str, Any], retain: bool = False) -> Tuple[in
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
     fields["http_version"] = http_version
-    return outcome_code, length
+    if retain:
+        if length > _EAGER_BODY:
+            try:
+                _copy_lazy_parts(ptr, fields)
+            finally:
+                lib.rq_response_release(ptr)
+            return response
+        if not outcome_code:
+            fields["message"] = ""
+        # Released after the Response is collected (see _runtime._gcp), or once every field has
+        # been read.
+        fields["_retained"] = _gcp(ptr, _release_response_later)
+    return response
 
 
 def _text(ptr: Any) -> str:
@@ -128,10 +144,8 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
 
 def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
-    response: Response = _new(Response)
-    fields = response.__dict__
-    _summary(ptr, fields)
-    _copy_lazy_parts(ptr, fields)
+    response = _summary(ptr, False)
+    _copy_lazy_parts(ptr, response.__dict__)
     return response
 
 
@@ -164,25 +178,6 @@ def _read_part(ptr: Any, fields: Dict[str, Any], name: str) -> None:
         fields["metrics"] = metrics
         # (The metrics hold the attempts too: one call fewer.)
         fields["attempts"] = metrics.attempts if metrics is not None else lib.rq_response_attempts(ptr)
-
-
-def _completed_response(ptr: Any) -> Response:
-    """The Response of a completion: status, outcome and body copied now; the other fields read
-    from the retained rq_response on first use (see _load_field)."""
-    response = _new(Response)
-    fields = response.__dict__
-    outcome_code, length = _summary(ptr, fields, True)  # (retained)
-    if length > _EAGER_BODY:
-        try:
-            _copy_lazy_parts(ptr, fields)
-        finally:
-            lib.rq_response_release(ptr)
-        return response
-    if not outcome_code:
-        fields["message"] = ""
-    # Released after the Response is collected (see _owned), or once every field has been read.
-    fields["_retained"] = _owned(ptr)
-    return response
 
 
 def _load_field(response: Response, name: str) -> Any:

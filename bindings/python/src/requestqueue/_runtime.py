@@ -21,8 +21,9 @@ Lifetimes
   whose request was collected, is ignored, so no callback can reach a freed Python object. A
   request added by URL in one call (``rq_add_url``: ``add(url)``, ``add(url, on_complete=f)``) has
   no handle before that call, and its completion may run on another thread before the call
-  returns: its context is an integer of ``_context_values`` (never reused), registered in
-  ``_contexts`` before the call, the same way.
+  returns: its context is an integer of ``_context_values`` (never reused), registered before the
+  call in ``_contexts``, which refers to the request's queue (weakly: one reference per queue, not
+  one per request), and in that queue's ``_live``, which holds its requests in flight by key.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
   at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
@@ -90,8 +91,9 @@ if TYPE_CHECKING:
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 # The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
 # not known before the call, so their context is an integer of _context_values (never reused),
-# registered before it.
-_contexts: Dict[int, "weakref.ReferenceType[Request]"] = {}
+# registered before it. It maps to the queue (its _self_ref: weak, as above), whose _live holds the
+# request under that same integer.
+_contexts: Dict[int, "weakref.ReferenceType[_QueueBase]"] = {}
 _context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
@@ -99,22 +101,18 @@ _exiting = False
 # What the garbage collector let go of, released by _drain: `_releases` holds the rq_request *
 # handles of collected Requests, `_response_releases` the retained rq_response * of collected
 # Responses (one deque per kind, each released in one call). Only appended to, by the destructors
-# of ffi.gc pointers (_owned), which can run inside the collector: deque.append is C code and takes
-# no lock.
+# of ffi.gc pointers (_gcp below), which can run inside the collector: deque.append is C code and
+# takes no lock.
 _releases: Deque[Any] = collections.deque()
 _response_releases: Deque[Any] = collections.deque()
 _release_later = _releases.append
 _release_response_later = _response_releases.append
 # Held by the thread that empties the two deques (never inside the collector: see _drain).
 _drain_lock = threading.Lock()
-# ffi.gc without its Python-level wrapper: _owned(pointer) is a pointer equal to (and hashing as)
-# `pointer` that queues `pointer` in _releases when it is garbage; _gcp(that, None) disowns it.
+# ffi.gc without its Python-level wrapper: _gcp(pointer, _release_later) is a pointer equal to (and
+# hashing as) `pointer` that queues `pointer` in _releases when it is garbage (likewise with
+# _release_response_later for a retained rq_response *); _gcp(that, None) disowns it.
 _gcp: Callable[..., Any] = getattr(getattr(ffi, "_backend", None), "gcp", ffi.gc)
-
-
-def _owned(pointer: Any) -> Any:
-    """A retained rq_response *, released (by _drain) after it is collected."""
-    return _gcp(pointer, _release_response_later)
 
 
 # Queues nobody closed, handed over by their finalizer (SimpleQueue.put is safe inside the
