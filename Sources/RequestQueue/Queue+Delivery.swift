@@ -52,9 +52,12 @@ extension Queue {
     ///
     /// With `onlyIfNothingWaits`, only when the scheduler has no request waiting to start (the
     /// engine calls it after each turn's completions): the queue then keeps K requests in flight
-    /// only if the callbacks add the next ones (a refill-shaped client), and held back for a batch
-    /// they left the pipeline half empty. With requests waiting, the queue refills itself, and
-    /// the events wait for the batch (nothing else ready, 64 events or 1 ms: `run`).
+    /// only if the callbacks add the next ones (a refill-shaped client), whose adds would otherwise
+    /// wait for the rest of the batch. With requests waiting, the queue refills itself, and the
+    /// events wait for the batch (nothing else ready, 64 events or 1 ms: `Engine.run`). A
+    /// delivering thread already running a batch is not signalled: it takes the pending events
+    /// when that batch ends (bench/README.md, "when the engine hands a refill client its
+    /// completions").
     func signalOwedEvents(onlyIfNothingWaits: Bool = false) {
         if delivery == .inline {
             eventsOwed = 0
