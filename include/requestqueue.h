@@ -111,7 +111,10 @@
  *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
  *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
  *   do, and at the latest after 64 events or 1 ms (in inline mode: the engine runs the batch
- *   itself at those points). An idle queue thus delivers at once.
+ *   itself at those points). An idle queue thus delivers at once. A queue with no request waiting
+ *   to start (its callbacks add the next ones, say) hands over the completions of each turn of the
+ *   engine's loop at the end of that turn, so that the requests they add go out without waiting
+ *   for the rest of the batch.
  *   The other way round, what callbacks ask of their own queue's engine (requests they add that
  *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
  *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after

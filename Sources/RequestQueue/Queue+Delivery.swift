@@ -49,16 +49,24 @@ extension Queue {
     /// pending event, at shutdown too). The delivering thread is woken once the monitor is
     /// released: woken under it, it would often find the monitor still taken and block on it at
     /// once (two more futex calls per hand-over).
-    func signalOwedEvents() {
+    ///
+    /// With `onlyIfNothingWaits`, only when the scheduler has no request waiting to start (the
+    /// engine calls it after each turn's completions): the queue then keeps K requests in flight
+    /// only if the callbacks add the next ones (a refill-shaped client), whose adds would otherwise
+    /// wait for the rest of the batch. With requests waiting, the queue refills itself, and the
+    /// events wait for the batch (nothing else ready, 64 events or 1 ms: `Engine.run`). A
+    /// delivering thread already running a batch is not signalled: it takes the pending events
+    /// when that batch ends (bench/README.md, "when the engine hands a refill client its
+    /// completions").
+    func signalOwedEvents(onlyIfNothingWaits: Bool = false) {
         if delivery == .inline {
             eventsOwed = 0
             runInline()
             return
         }
         guard eventsOwed > 0 else { return }
-        eventsOwed = 0
-        engine.handedOver = true
-        let wakeDelivery: Bool = monitor.withLock {
+        let wakeDelivery: Bool? = monitor.withLock {
+            if onlyIfNothingWaits, state.waitingCount > 0 { return nil }
             if threaded {
                 guard deliveryWaiting else { return false }
                 deliveryWaiting = false
@@ -70,6 +78,9 @@ extension Queue {
             eventFDLock.acquire()
             return true
         }
+        guard let wakeDelivery else { return }
+        eventsOwed = 0
+        engine.handedOver = true
         guard wakeDelivery else { return }
         if threaded {
             deliveryWake.post()

@@ -286,6 +286,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// Requests in the scheduler (detached leaders included): the queue is idle at 0.
     public var scheduledCount: Int { scheduler.count }
 
+    /// Requests in the scheduler that have not started.
+    public var waitingCount: Int { scheduler.waitingCount }
+
     public func phase(of id: UInt64) -> Phase? {
         guard let record = records[id] else { return nil }
         if let leader = record.leader { return records[leader]?.phase }
