@@ -225,7 +225,8 @@ final class Engine: @unchecked Sendable {
             inboxLock.withLock { swap(&inbox, &commands) }
             proxyInEnvironment = nil
             startedThisTurn = 0
-            defer { commands.removeAll(keepingCapacity: true) }
+            // (An empty array's removeAll still calls replaceSubrange: skipped, as the timers' below.)
+            defer { if !commands.isEmpty { commands.removeAll(keepingCapacity: true) } }
             for command in commands {
                 switch command {
                 case let .start(request, generation):
@@ -268,9 +269,11 @@ final class Engine: @unchecked Sendable {
             // that always finds a command (the next start of a busy queue) never gets to block.
             if queue.eventsOwed > 0, queue.eventsOwedAreDue(now: now) { queue.signalOwedEvents() }
             var due: [(deadline: Double, request: Request, generation: UInt64)] = []
-            timers.removeAll { timer in
-                if timer.deadline <= now { due.append(timer); return true }
-                return false
+            if !timers.isEmpty {
+                timers.removeAll { timer in
+                    if timer.deadline <= now { due.append(timer); return true }
+                    return false
+                }
             }
             for timer in due {
                 report(.retryDue(timer.request, generation: timer.generation))
