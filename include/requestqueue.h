@@ -1396,7 +1396,10 @@ RQ_API rq_result rq_queue_get_defaults(rq_queue *queue, rq_request **out_default
  *  `rq_queue_set_max_per_host`): with HTTP/2 several running requests share one connection; over
  *  HTTP/1.1, a running request that finds no free connection under the limit waits inside
  *  libcurl for one, and that wait counts toward its timeouts. Takes effect when the next request
- *  starts. Errors: RQ_ERR_INVALID_ARGUMENT (above 100000). */
+ *  starts. Idle connections are kept for reuse, up to 4 per request that ran at once at the
+ *  queue's busiest (so a quiet moment does not close what a busy one opened), each closed after
+ *  118 s unused (libcurl's CURLOPT_MAXAGE_CONN) or when the server closes it.
+ *  Errors: RQ_ERR_INVALID_ARGUMENT (above 100000). */
 RQ_API rq_result rq_queue_set_max_connections(rq_queue *queue, size_t total, size_t per_host);
 
 /** Reads the limits of `rq_queue_set_max_connections`. Errors: RQ_ERR_NULL_ARGUMENT. */

@@ -48,10 +48,11 @@ id=..., group=...):
                                    "X-Trickle-<i>: x" (B ignored), never a blank line;
                                    where=line: the status line, then one endless header line
                                    sent B bytes at a time
-  /hold?key=K&n=N&first=F&status=C   head (status C, default 200, Content-Length N), the first
+  /hold?key=K&n=N&first=F&status=C&keep=1  head (status C, default 200, Content-Length N), the first
                                    F bytes (default 0), then nothing until /_/release?key=K
                                    (then the rest) or until the client leaves (the request's
-                                   log entry then has "client_gone": true)
+                                   log entry then has "client_gone": true); the connection
+                                   closes after it, unless keep=1
   /raw?b64=B                       writes the bytes of B (URL-safe base64) as they are, then
                                    closes the connection: any status line, header block or body
   /inspect                         JSON of the request as received: method, target, version,
@@ -587,7 +588,7 @@ class Handler(BaseHTTPRequestHandler):
         n = self.q("n", 1000, int)
         first = min(n, self.q("first", 0, int))
         released = self.state.hold_event(self.q("key", ""))
-        self.close_connection = True
+        self.close_connection = not self.q("keep", 0, int)
         head = self.head(self.q("status", 200, int), [("Content-Type", "application/octet-stream")], length=n)
         self.wfile.write(head + pattern(0, first))
         self.wfile.flush()
