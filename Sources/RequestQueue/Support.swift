@@ -306,15 +306,51 @@ enum MemoryReserve {
     static let largeBuffer = 64 << 10
     static let reserve = 16 << 20
 
-    /// Whether `size` bytes and the reserve could still be mapped now (probed with a mapping that
-    /// is never touched, so it costs no memory).
+    /// Whether `size` bytes and the reserve could still be mapped now. Under an address-space
+    /// limit (RLIMIT_AS), from the limit and the process's size; otherwise probed with a mapping
+    /// that is never touched, so it costs no memory. (A probe under such a limit took the reserve
+    /// itself for a moment, and another thread's small allocation could fail in that moment: the
+    /// reliability suite's memory shortage crashed once in about 25 runs on a loaded machine.)
     static func remains(after size: Int) -> Bool {
         let (total, overflow) = size.addingReportingOverflow(reserve)
         guard !overflow else { return false }
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max { // RLIM_INFINITY
+            guard let mapped = mappedBytes() else { return false }
+            return limit.rlim_cur >= mapped && limit.rlim_cur - mapped >= UInt(total)
+        }
         let probe = mmap(nil, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let probe, UInt(bitPattern: probe) != UInt.max else { return false }
         munmap(probe, total)
         return true
+    }
+
+    /// The process's mapped address space in bytes (the first field of /proc/self/statm, in
+    /// pages), or nil when it cannot be read.
+    private static func mappedBytes() -> UInt? {
+        let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var text = (UInt64(0), UInt64(0), UInt64(0), UInt64(0)) // 32 bytes: the first field fits
+        let count = withUnsafeMutableBytes(of: &text) { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        var pages: UInt = 0
+        let digits: Bool = withUnsafeBytes(of: &text) { bytes in
+            var seen = false
+            for byte in bytes.prefix(count) {
+                guard byte >= 48, byte <= 57 else { break }
+                let (times, o1) = pages.multipliedReportingOverflow(by: 10)
+                let (plus, o2) = times.addingReportingOverflow(UInt(byte - 48))
+                guard !o1, !o2 else { return false }
+                pages = plus
+                seen = true
+            }
+            return seen
+        }
+        let pageSize = sysconf(Int32(_SC_PAGESIZE))
+        guard digits, pageSize > 0 else { return nil }
+        let (bytes, overflow) = pages.multipliedReportingOverflow(by: UInt(pageSize))
+        return overflow ? nil : bytes
     }
 }
 
