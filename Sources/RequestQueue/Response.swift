@@ -119,7 +119,7 @@ final class Response: @unchecked Sendable {
         headerBytes = 0
     }
 
-    static func cancelled(_ request: Request, attempts: Int, message: String = "the request was cancelled") -> Response {
+    static func cancelled(_ request: Request, attempts: Int, message: String) -> Response {
         Response(cancelled: request, attempts: attempts, message: message)
     }
 
