@@ -155,18 +155,19 @@ extension Queue {
 
     /// Acts on a mutation's actions with the monitor held: the requests' states as callers read
     /// them, and the events to deliver. `reported` is the response of the report that caused them
-    /// (the one a `.reported` ending completes with).
+    /// (the one a `.reported` ending completes with). A cancellation posts no `Response`: the
+    /// delivery makes it (`Completion.cancelled`).
     func applyLocked(_ actions: QueueActions<Request>, reported: Response? = nil) {
-        // The response of the last completion, which a coalesced request's `sharing` one reuses.
-        var last: Response?
-        func response(_ request: Request, _ ending: Ending, _ attempts: Int) -> Response {
+        // The completion of the last request, which a coalesced request's `sharing` one repeats.
+        var last: Completion?
+        func completion(_ ending: Ending, _ attempts: Int) -> Completion {
             switch ending {
             case .reported:
                 // Every `.reported` ending comes from a mutation given a report.
-                if let reported { return reported }
-                return .cancelled(request, attempts: attempts)
+                if let reported { return .response(reported) }
+                return .cancelled(.caller, attempts: UInt32(clamping: attempts))
             case .cancelled(let reason):
-                return .cancelled(request, attempts: attempts, message: reason.message)
+                return .cancelled(reason, attempts: UInt32(clamping: attempts))
             }
         }
         actions.forEach { action in
@@ -179,17 +180,17 @@ extension Queue {
                     state.forEachFollower(of: request.id) { setState($0, .running) }
                 }
             case let .complete(request, ending, attempts, sharing):
-                let made = sharing ? last ?? response(request, ending, attempts) : response(request, ending, attempts)
+                let made = sharing ? last ?? completion(ending, attempts) : completion(ending, attempts)
                 last = made
                 finish(request)
                 postLocked(.completion(request, made))
             case let .detach(request, ending, attempts):
-                let made = response(request, ending, attempts)
+                let made = completion(ending, attempts)
                 last = made
                 request.lock.withLock { request.detached = true }
                 postLocked(.completion(request, made))
             case let .release(request, ending, attempts):
-                last = response(request, ending, attempts)
+                last = completion(ending, attempts)
                 finish(request)
                 request.lock.withLock { request.detached = false }
                 request.releaseHandleIfUnused()

@@ -103,6 +103,7 @@ final class Response: @unchecked Sendable {
     }
 
     /// The response of a cancelled request: no status, no headers, no body, its URL the request's.
+    /// Made by the delivery right before the completion callback (`Queue.Completion.cancelled`).
     private init(cancelled request: Request, attempts: Int, message: String) {
         outcome = .cancelled
         status = 0
@@ -119,7 +120,7 @@ final class Response: @unchecked Sendable {
         headerBytes = 0
     }
 
-    static func cancelled(_ request: Request, attempts: Int, message: String = "the request was cancelled") -> Response {
+    static func cancelled(_ request: Request, attempts: Int, message: String) -> Response {
         Response(cancelled: request, attempts: attempts, message: message)
     }
 

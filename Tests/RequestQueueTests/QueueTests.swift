@@ -387,6 +387,37 @@ import Testing
         rq_response_release(response)
     }
 
+    /// Coalesced requests cancelled together (the queue freed while they wait) each get their own
+    /// cancellation, made when delivered: outcome, message, URL and attempts, and a request with
+    /// no completion callback among them still completes (its context is freed).
+    @Test func coalescedRequestsCancelledByTheQueueFreeEachGetTheirCancellation() throws {
+        let q = try makeQueue()
+        #expect(rq_queue_suspend(q) == RQ_OK)
+        #expect(rq_queue_set_duplicates(q, RQ_DUPLICATES_COALESCE) == RQ_OK)
+        let rec = Recorder()
+        let url = fixture.url("/bytes?n=1&id=coalesced-freed")
+        for tag in ["first", "second", "third"] {
+            #expect(addAndRelease(q, try rec.request(url, tag: tag)) == RQ_OK)
+        }
+        var silent: OpaquePointer?
+        try #require(rq_request_new(url, &silent) == RQ_OK)
+        let freed = Locked(false)
+        #expect(rq_request_set_completion(silent, nil, Unmanaged.passRetained(freed).toOpaque(), { context in
+            let freed = Unmanaged<Locked<Bool>>.fromOpaque(context!).takeRetainedValue()
+            freed.mutate { $0 = true }
+        }) == RQ_OK)
+        #expect(addAndRelease(q, silent) == RQ_OK)
+        #expect(rq_queue_free(q) == RQ_OK)
+        #expect(rec.completions.map(\.tag) == ["first", "second", "third"])
+        for completion in rec.completions {
+            #expect(completion.outcome == RQ_OUTCOME_CANCELLED)
+            #expect(completion.message == "the queue was freed")
+            #expect(completion.url == url)
+            #expect(completion.attempts == 0 && completion.status == 0)
+        }
+        #expect(freed.value)
+    }
+
     @Test func cancellingARunningRequestStopsTheTransfer() throws {
         let g = uniqueGroup()
         let q = try makeQueue(max: 1)
