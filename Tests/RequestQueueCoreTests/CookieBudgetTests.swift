@@ -24,21 +24,27 @@ private func names(_ lines: [[UInt8]]) -> [String] {
 
     @Test func withinBudgetNothingChanges() {
         var budget = CookieBudget()
-        #expect(budget.received(lines: 3, bytes: 100))
-        #expect(budget.check([line("a"), line("b"), line("c")], now: 1000) == nil)
+        let r1 = budget.received(lines: 3, bytes: 100)
+        #expect(r1)
+        let r2 = budget.check([line("a"), line("b"), line("c")], now: 1000)
+        #expect(r2 == nil)
         #expect(budget.cookies == 3)
         // Responses without Set-Cookie lines never ask for a check.
-        #expect(!budget.received(lines: 0, bytes: 0))
+        let r3 = budget.received(lines: 0, bytes: 0)
+        #expect(!r3)
     }
 
     @Test func checksOnlyAsTheJarGrows() {
         var budget = CookieBudget()
         let jar = (0..<800).map { line("c\($0)") }
         _ = budget.received(lines: 800, bytes: 8000)
-        #expect(budget.check(jar, now: 0) == nil)
+        let r4 = budget.check(jar, now: 0)
+        #expect(r4 == nil)
         // Fewer lines than an eighth of the jar, and within the budget: no check.
-        #expect(!budget.received(lines: 50, bytes: 500))
-        #expect(budget.received(lines: 50, bytes: 500))
+        let r5 = budget.received(lines: 50, bytes: 500)
+        #expect(!r5)
+        let r6 = budget.received(lines: 50, bytes: 500)
+        #expect(r6)
     }
 
     @Test func expiredThenOldestGoFirst() {
@@ -47,11 +53,13 @@ private func names(_ lines: [[UInt8]]) -> [String] {
         var jar = (0..<2000).map { line("old\($0)") }
         jar.append(line("gone", expires: 500))
         _ = budget.received(lines: 2001, bytes: 0)
-        #expect(budget.check(jar, now: 1000) == nil)
+        let r7 = budget.check(jar, now: 1000)
+        #expect(r7 == nil)
         #expect(budget.cookies == 2000)
         // 1500 new cookies, listed before the old ones (libcurl's hash order is not arrival order).
         let new = (0..<1500).map { line("new\($0)") }
-        #expect(budget.received(lines: 1500, bytes: 0))
+        let r8 = budget.received(lines: 1500, bytes: 0)
+        #expect(r8)
         let kept = budget.check(new + jar, now: 1000)
         let keptNames = names(kept ?? [])
         #expect(keptNames.count == CookieBudget.keptCookies)
@@ -67,7 +75,8 @@ private func names(_ lines: [[UInt8]]) -> [String] {
         var budget = CookieBudget()
         let big = String(repeating: "x", count: 4000)
         let jar = (0..<300).map { line("b\($0)", value: big) }
-        #expect(budget.received(lines: 300, bytes: 300 * 4000))
+        let r9 = budget.received(lines: 300, bytes: 300 * 4000)
+        #expect(r9)
         let kept = budget.check(jar, now: 0) ?? []
         #expect(kept.reduce(0) { $0 + $1.count + 1 } <= CookieBudget.keptBytes)
         #expect(names(kept).last == "b299")
