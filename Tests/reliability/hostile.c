@@ -1154,7 +1154,7 @@ static void with_jar(rq_request *request, outcome_t *o, void *arg) {
 
 /* A server setting 50 new cookies on every response: the jar stays within its budget (3000
  * cookies, 1 MiB of lines: header "Cookies"), the newest cookies stay, the oldest go. */
-static void cookie_jar_budget(void) {
+static void cookie_jar_budget(const char *tmp) {
     rq_queue *jar_queue;
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &jar_queue));
     char path[128];
@@ -1187,6 +1187,19 @@ static void cookie_jar_budget(void) {
     /* The next request sends cookies of the jar: it still works. */
     expect(jar_queue, "/case/set-cookies?count=1&prefix=after", with_jar, NULL, RQ_OUTCOME_OK, 200);
     CHECK(jar_has(jar_queue, "after0"), "a cookie set after the floods is not in the jar");
+    /* A cookie file of 5000 cookies: loading it keeps the budget too. */
+    char file[4096];
+    snprintf(file, sizeof file, "%s/cookies.txt", tmp);
+    FILE *out = fopen(file, "w");
+    CHECK(out != NULL, "cannot write %s", file);
+    for (int i = 0; i < 5000; i++)
+        fprintf(out, "127.0.0.1\tFALSE\t/\tFALSE\t0\tfile%d\tv\n", i);
+    fclose(out);
+    CHECK_OK(rq_queue_cookies_load(jar_queue, file));
+    lines = jar_size(jar_queue, &bytes);
+    printf("  after loading a file of 5000 cookies: %zu cookies, %zu bytes\n", lines, bytes);
+    CHECK(lines <= 3000 && lines >= 2000, "the jar holds %zu cookies after a load (budget 3000)", lines);
+    remove(file);
     CHECK_OK(rq_queue_free(jar_queue));
 }
 
@@ -1272,7 +1285,7 @@ int main(int argc, char **argv) {
     PART("slow-servers", slow_servers(queue));
     PART("redirects", redirects(queue));
     PART("cookie-floods", cookie_floods());
-    PART("cookie-jar-budget", cookie_jar_budget());
+    PART("cookie-jar-budget", cookie_jar_budget(tmp));
     PART("free-while-held", free_while_held());
     PART("auth-challenges", auth_challenges(queue));
     PART("standalone", standalone());
