@@ -280,8 +280,10 @@ final class Transfer {
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
     func end() {
         endRoute()
-        if setCookies.lines > 0 { options?.cookieJar?.received(setCookieLines: setCookies.lines, bytes: setCookies.bytes) }
-        setCookies = (0, 0)
+        if setCookies.lines > 0 { // the cookie jar's budget (CookieJar.received)
+            options?.cookieJar?.received(setCookieLines: setCookies.lines, bytes: setCookies.bytes)
+            setCookies = (0, 0)
+        }
         if resolveOverrides != nil {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, nil)
             curl_slist_free_all(resolveOverrides)
@@ -515,7 +517,8 @@ final class Transfer {
             }
             contentLength = value
         }
-        if bytes.count > 10, bytes[10] == 0x3A, HeaderLines.valueBytes(ofLine: bytes, named: "Set-Cookie") != nil {
+        if bytes.count > 10, bytes[10] == 0x3A, options?.cookieJar != nil,
+           HeaderLines.valueBytes(ofLine: bytes, named: "Set-Cookie") != nil {
             setCookies = (setCookies.lines + 1, setCookies.bytes + bytes.count) // within the header budget
         }
         guard HeaderLines.append(line, to: headers) else {
