@@ -349,11 +349,19 @@
  *   `rq_response_url`, the last URL fetched. The statuses and headers of the redirects followed are
  *   not kept (`rq_metrics.header_bytes_down` counts their bytes); set the maximum to 0 to see each
  *   one and follow it yourself.
-=======
  * - Cookies (RQ_OPTION_COOKIES): libcurl stores at most 50 cookies of one response and none
- *   larger than about 4 KiB; the header budget bounds the Set-Cookie lines of a transfer. The jar
- *   itself is not bounded: a server that sets new cookies on every response grows it until
- *   `rq_queue_cookies_clear`.
+ *   larger than about 4 KiB; the header budget bounds the Set-Cookie lines of a transfer. Each
+ *   queue's jar has a budget, as browsers' have (RFC 6265 6.1 asks for at least 3000 cookies): at
+ *   most 3000 cookies and 1 MiB (1,048,576 bytes of the lines `rq_queue_cookies_list` returns).
+ *   After an attempt whose responses (redirects included) set cookies that may have taken the jar
+ *   over either figure, and after `rq_queue_cookies_load`, the library drops the expired cookies,
+ *   then the oldest (those stored first; a cookie set again keeps its age), until the jar holds at
+ *   most 2700 cookies and 900 KiB (921,600 bytes). So a server that sets new cookies on every
+ *   response evicts older cookies (of any site the queue visits), never grows the jar beyond its
+ *   budget, and the newest cookies stay. Ages are tracked to within an eighth of the jar: the jar
+ *   is read once the cookies received since it was last read reach an eighth of its size, so the
+ *   cost is a pass over the jar per eighth of it received (nothing for responses that set no
+ *   cookie). There is no budget per site.
  *
  * ============================================================================================ */
 #ifndef REQUESTQUEUE_H
@@ -1413,7 +1421,8 @@ RQ_API int rq_response_http_version(const rq_response *response);
 /** The queue's cookies (those stored by requests with RQ_OPTION_COOKIES, or loaded), as the lines
  *  of a Netscape cookie file ("domain\tsubdomains\tpath\tsecure\texpiry\tname\tvalue\n"; a
  *  domain of "#HttpOnly_..." marks an HttpOnly cookie), in a NUL-terminated string to free with
- *  `rq_string_free`; "" when there are none. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
+ *  `rq_string_free`; "" when there are none. At most 3000 cookies and 1 MiB: see "Cookies" in
+ *  the opening notes for the jar's budget. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
  *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED. */
 RQ_API rq_result rq_queue_cookies_list(rq_queue *queue, char **out_text);
 
@@ -1425,6 +1434,8 @@ RQ_API rq_result rq_queue_cookies_clear(rq_queue *queue);
 
 /** Adds the cookies of a Netscape cookie file (as curl -b/-c and browsers' exports write them; or
  *  a file of "Set-Cookie:" lines) to the queue's jar. Lines that are not cookies are skipped.
+ *  The jar's budget applies (see "Cookies" in the opening notes): when the jar and the file
+ *  together exceed it, the oldest go first, then cookies of the file, in libcurl's order.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read). */
 RQ_API rq_result rq_queue_cookies_load(rq_queue *queue, const char *path);
 

@@ -122,6 +122,8 @@ final class Transfer {
     /// The header budget of this transfer: the headers and trailers of all its responses
     /// (redirects, informational ones, the final one).
     private var headerBudget = HeaderBudget()
+    /// The Set-Cookie lines (and their bytes) of this attempt's responses, for the jar's budget.
+    private var setCookies = (lines: 0, bytes: 0)
     /// Whether the collected body of a non-2xx answer to a streaming request reached
     /// `ServerData.errorBodyLimit` (the rest was not read).
     private var errorBodyCut = false
@@ -278,6 +280,10 @@ final class Transfer {
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
     func end() {
         endRoute()
+        if setCookies.lines > 0 { // the cookie jar's budget (CookieJar.received)
+            options?.cookieJar?.received(setCookieLines: setCookies.lines, bytes: setCookies.bytes)
+            setCookies = (0, 0)
+        }
         if resolveOverrides != nil {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, nil)
             curl_slist_free_all(resolveOverrides)
@@ -510,6 +516,10 @@ final class Transfer {
                 return refuse("the server sent two different Content-Length values (\(contentLength) and \(value))")
             }
             contentLength = value
+        }
+        if bytes.count > 10, bytes[10] == 0x3A, options?.cookieJar != nil,
+           HeaderLines.valueBytes(ofLine: bytes, named: "Set-Cookie") != nil {
+            setCookies = (setCookies.lines + 1, setCookies.bytes + bytes.count) // within the header budget
         }
         guard HeaderLines.append(line, to: headers) else {
             outOfMemory = true

@@ -211,12 +211,15 @@ final class QueueTransport: @unchecked Sendable {
 
 /// A libcurl share of cookies, used by every transfer of a queue that asks for cookies and by the
 /// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex).
-// @unchecked Sendable: libcurl locks `share` through the shim's mutex; `easy` is used under `lock`.
+// @unchecked Sendable: libcurl locks `share` through the shim's mutex; `easy` and `budget` are used
+// under `lock`.
 final class CookieJar: @unchecked Sendable {
     let share: UnsafeMutableRawPointer
     /// An easy handle on the share for the API's reads and writes, under `lock`.
     private let easy: UnsafeMutableRawPointer
     private let lock = Lock()
+    /// The jar's budget (under `lock`).
+    private var budget = CookieBudget()
 
     init?() {
         guard let share = ccurl_cookie_share_new() else { return nil }
@@ -238,25 +241,60 @@ final class CookieJar: @unchecked Sendable {
     /// The cookies as lines of a Netscape cookie file (without its header).
     func list() -> [UInt8]? {
         lock.withLock {
-            var list: UnsafeMutablePointer<curl_slist>?
-            guard ccurl_easy_getinfo_slist(easy, CURLINFO_COOKIELIST, &list) == CURLE_OK else { return nil }
-            defer { curl_slist_free_all(list) }
+            guard let lines = cookieLines() else { return nil }
             var text: [UInt8] = []
-            var item = list
-            while let node = item {
-                if let data = node.pointee.data {
-                    text.append(contentsOf: UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
-                                                                count: strlen(data)))
-                    text.append(0x0A)
-                }
-                item = node.pointee.next
+            for line in lines {
+                text.append(contentsOf: line)
+                text.append(0x0A)
             }
             return text
         }
     }
 
+    /// The jar's cookies as libcurl lists them (Netscape lines without newlines), under `lock`.
+    private func cookieLines() -> [[UInt8]]? {
+        var list: UnsafeMutablePointer<curl_slist>?
+        guard ccurl_easy_getinfo_slist(easy, CURLINFO_COOKIELIST, &list) == CURLE_OK else { return nil }
+        defer { curl_slist_free_all(list) }
+        var lines: [[UInt8]] = []
+        var item = list
+        while let node = item {
+            if let data = node.pointee.data {
+                lines.append(Array(UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
+                                                       count: strlen(data))))
+            }
+            item = node.pointee.next
+        }
+        return lines
+    }
+
     func clear() {
-        lock.withLock { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "ALL") }
+        lock.withLock {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "ALL")
+            budget.reset()
+        }
+    }
+
+    /// The engine thread, after an attempt of a request using this jar that received `lines`
+    /// Set-Cookie lines of `bytes` bytes (Transfer.end): checks the jar's budget when they may
+    /// have taken it over, or when enough arrived to record their order (CookieBudget).
+    func received(setCookieLines lines: Int, bytes: Int) {
+        lock.withLock {
+            if budget.received(lines: lines, bytes: bytes) { enforceBudget() }
+        }
+    }
+
+    /// Under `lock`: reads the jar and, when it is over budget, empties it and adds back what the
+    /// budget keeps, oldest first (so that libcurl's own order stays the order of arrival). The
+    /// queue's transfers run on its engine thread, which is where this runs after a transfer, or
+    /// are held off by libcurl's share lock for each call; the API's calls take `lock`.
+    private func enforceBudget() {
+        guard let lines = cookieLines(), let kept = budget.check(lines, now: Int64(time(nil))) else { return }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "ALL")
+        for var line in kept {
+            line.append(0)
+            _ = line.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, $0.baseAddress) }
+        }
     }
 
     /// Adds the cookies of a Netscape cookie file (or a file of Set-Cookie lines). libcurl reads
@@ -272,7 +310,9 @@ final class CookieJar: @unchecked Sendable {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, path)
-            return ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD") == CURLE_OK
+            guard ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD") == CURLE_OK else { return false }
+            enforceBudget() // a file holds any number of cookies: the budget applies to it too
+            return true
         }
     }
 

@@ -1125,6 +1125,84 @@ static void standalone(void) {
     }
 }
 
+/* The jar's cookies (lines of rq_queue_cookies_list) and bytes. */
+static size_t jar_size(rq_queue *queue, size_t *bytes) {
+    char *text;
+    CHECK_OK(rq_queue_cookies_list(queue, &text));
+    size_t lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    *bytes = strlen(text);
+    rq_string_free(text);
+    return lines;
+}
+
+/* Whether the jar holds a cookie named `name`. */
+static int jar_has(rq_queue *queue, const char *name) {
+    char *text, needle[64];
+    CHECK_OK(rq_queue_cookies_list(queue, &text));
+    snprintf(needle, sizeof needle, "\t%s\t", name);
+    int found = strstr(text, needle) != NULL;
+    rq_string_free(text);
+    return found;
+}
+
+static void with_jar(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_option_int(request, RQ_OPTION_COOKIES, 1));
+}
+
+/* A server setting 50 new cookies on every response: the jar stays within its budget (3000
+ * cookies, 1 MiB of lines: header "Cookies"), the newest cookies stay, the oldest go. */
+static void cookie_jar_budget(const char *tmp) {
+    rq_queue *jar_queue;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &jar_queue));
+    char path[128];
+    size_t bytes, most = 0, most_bytes = 0;
+    /* Many small cookies: the count budget. */
+    for (int i = 0; i < 80; i++) {
+        snprintf(path, sizeof path, "/case/set-cookies?count=50&size=1&prefix=s%d_", i);
+        expect(jar_queue, path, with_jar, NULL, RQ_OUTCOME_OK, 200);
+        size_t lines = jar_size(jar_queue, &bytes);
+        if (lines > most) most = lines;
+    }
+    size_t lines = jar_size(jar_queue, &bytes);
+    printf("  after 80 responses of 50 new small cookies: %zu cookies (at most %zu), %zu bytes\n", lines, most, bytes);
+    CHECK(most <= 3000 && lines >= 2000, "the jar held up to %zu cookies (budget 3000), %zu at the end", most, lines);
+    CHECK(jar_has(jar_queue, "s79_49") && jar_has(jar_queue, "s79_0"), "the newest cookies were evicted");
+    CHECK(!jar_has(jar_queue, "s0_0"), "the oldest cookie stayed while newer ones came");
+    /* Large cookies: the byte budget. */
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof path, "/case/set-cookies?count=50&size=4000&prefix=b%d_", i);
+        expect(jar_queue, path, with_jar, NULL, RQ_OUTCOME_OK, 200);
+        jar_size(jar_queue, &bytes);
+        if (bytes > most_bytes) most_bytes = bytes;
+    }
+    lines = jar_size(jar_queue, &bytes);
+    printf("  after 40 responses of 50 new 4000-byte cookies: %zu cookies, %zu bytes (at most %zu)\n", lines, bytes,
+           most_bytes);
+    CHECK(most_bytes <= 1 << 20, "the jar held up to %zu bytes (budget 1 MiB)", most_bytes);
+    CHECK(jar_has(jar_queue, "b39_49") && !jar_has(jar_queue, "b0_0"),
+          "the byte budget did not keep the newest cookies and evict the oldest");
+    /* The next request sends cookies of the jar: it still works. */
+    expect(jar_queue, "/case/set-cookies?count=1&prefix=after", with_jar, NULL, RQ_OUTCOME_OK, 200);
+    CHECK(jar_has(jar_queue, "after0"), "a cookie set after the floods is not in the jar");
+    /* A cookie file of 5000 cookies: loading it keeps the budget too. */
+    char file[4096];
+    snprintf(file, sizeof file, "%s/cookies.txt", tmp);
+    FILE *out = fopen(file, "w");
+    CHECK(out != NULL, "cannot write %s", file);
+    for (int i = 0; i < 5000; i++)
+        fprintf(out, "127.0.0.1\tFALSE\t/\tFALSE\t0\tfile%d\tv\n", i);
+    fclose(out);
+    CHECK_OK(rq_queue_cookies_load(jar_queue, file));
+    lines = jar_size(jar_queue, &bytes);
+    printf("  after loading a file of 5000 cookies: %zu cookies, %zu bytes\n", lines, bytes);
+    CHECK(lines <= 3000 && lines >= 2000, "the jar holds %zu cookies after a load (budget 3000)", lines);
+    remove(file);
+    CHECK_OK(rq_queue_free(jar_queue));
+}
+
 /* Set-Cookie floods: a response's lines are within the header budget; libcurl stores at most 50
  * cookies of one response. */
 static void cookie_floods(void) {
@@ -1207,6 +1285,7 @@ int main(int argc, char **argv) {
     PART("slow-servers", slow_servers(queue));
     PART("redirects", redirects(queue));
     PART("cookie-floods", cookie_floods());
+    PART("cookie-jar-budget", cookie_jar_budget(tmp));
     PART("free-while-held", free_while_held());
     PART("auth-challenges", auth_challenges(queue));
     PART("standalone", standalone());

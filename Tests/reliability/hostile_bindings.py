@@ -137,6 +137,15 @@ def cookies(base):
     names = sorted(c.name for c in jar)
     check(set(names) <= {"e1", "e2", "e3", "e5", "e6"} and "e2" in names, f"odd cookies: the jar holds {names}")
     check(all(isinstance(c.expires, int) and c.expires >= 0 for c in jar), f"odd cookies: {jar}")
+    # A server setting 50 new cookies on every response: the jar keeps its budget (3000 cookies),
+    # the newest stay, the oldest go.
+    with rq.Queue() as queue:
+        for i in range(65):
+            response = queue.fetch(f"{base}/case/set-cookies?count=50&size=1&prefix=f{i}_", cookies=True)
+            check(response.outcome == Outcome.OK, f"cookie flood: {response.outcome!r}")
+        names = {c.name for c in queue.cookies()}
+    check(len(names) <= 3000 and "f64_49" in names and "f0_0" not in names,
+          f"cookie flood: the jar holds {len(names)} cookies (budget 3000), newest kept: {'f64_49' in names}")
 
 
 async def async_cases(base):
