@@ -364,8 +364,7 @@
  *   is read once the cookies received since it was last read reach an eighth of its size, so the
  *   cost is a pass over the jar per eighth of it received (nothing for responses that set no
  *   cookie). There is no budget per site.
- *
- * ============================================================================================ */
+ */
 #ifndef REQUESTQUEUE_H
 #define REQUESTQUEUE_H
 
