@@ -125,22 +125,24 @@ PLAIN_CASES = [
 ]
 
 
+def added(make):
+    """What adding gave: the request's fields, or the exception's type and text."""
+    try:
+        request = make()
+    except Exception as exc:  # noqa: BLE001 - compared by the callers
+        return type(exc), str(exc)
+    return (request.method, request.headers, request.tag, request.priority, request.url,
+            request._on_complete, request.body, request.state)
+
+
 @pytest.mark.parametrize("options", PLAIN_CASES, ids=lambda o: ",".join(f"{k}={v!r}" for k, v in o.items()))
 def test_add_by_url_does_what_request_does(server, options):
     assert options.keys() <= rq.Request._PLAIN_OPTIONS
     url = server.url("/echo")
 
-    def outcome(make):
-        try:
-            request = make()
-        except Exception as exc:  # noqa: BLE001 - compared below
-            return type(exc), str(exc)
-        return (request.method, request.headers, request.tag, request.priority, request.url,
-                request._on_complete)
-
     with rq.Queue(suspended=True) as q:
-        by_url = outcome(lambda: q.add(url, **options))
-        by_request = outcome(lambda: q.add(rq.Request(url, **options)))
+        by_url = added(lambda: q.add(url, **options))
+        by_request = added(lambda: q.add(rq.Request(url, **options)))
         q.cancel_all()
     assert by_url == by_request
 
@@ -155,19 +157,11 @@ URL_CASES = ["/echo", "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\
 def test_add_url_in_one_call_does_what_request_does(server, path, state):
     url = server.url(path) if path == "/echo" else path
 
-    def outcome(make):
-        try:
-            request = make()
-        except Exception as exc:  # noqa: BLE001 - compared below
-            return type(exc), str(exc)
-        return (request.method, request.headers, request.tag, request.priority, request.url,
-                request._on_complete, request.body, request.state)
-
     with rq.Queue(suspended=True) as q:
         if state == "closed":
             q.close()
-        by_url = outcome(lambda: q.add(url, on_complete=print))
-        by_request = outcome(lambda: q.add(rq.Request(url, on_complete=print)))
+        by_url = added(lambda: q.add(url, on_complete=print))
+        by_request = added(lambda: q.add(rq.Request(url, on_complete=print)))
         if state == "open":
             q.cancel_all()
     assert by_url == by_request
