@@ -110,8 +110,9 @@
  * - Batching: under load, the engine thread hands the events it produces (completions, progress,
  *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
  *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
- *   do, and at the latest after 64 events or 1 ms (in inline mode: the engine runs the batch
- *   itself at those points). An idle queue thus delivers at once. A queue with no request waiting
+ *   do, and at the latest after 64 events or 1 ms. An idle queue thus delivers at once. (In
+ *   inline mode nothing is handed over: the engine runs the callbacks itself after every turn of
+ *   its loop, as libcurl multi's users run theirs after each perform.) A queue with no request waiting
  *   to start (its callbacks add the next ones, say) hands over the completions of each turn of the
  *   engine's loop at the end of that turn, so that the requests they add go out without waiting
  *   for the rest of the batch.
