@@ -35,6 +35,13 @@ CLIENTS_DIR = os.path.join(BENCH, "clients")
 
 SMALL_SIZE = 100
 LARGE_SIZE = 10 * 1024 * 1024
+# The upload workloads: POSTs of a small JSON body and of a 10 MiB body from memory; nginx answers
+# each with a 2-byte body once it has read the whole request body (NGINX_CONF, /upload).
+POST_SIZE = 256
+POST_TYPE = "application/json"
+UPLOAD_SIZE = LARGE_SIZE
+UPLOAD_TYPE = "application/octet-stream"
+UPLOAD_ANSWER = b"ok"
 REFERENCE = "c-curl"
 
 
@@ -189,6 +196,19 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {tmp}/www;
+        # POSTs (the upload workloads): the mirror module reads the whole body (in memory, up to
+        # 16 MiB) before the content phase, so the answer comes only after the last byte arrived
+        # (`return` alone would answer first and discard the body afterwards), and answers
+        # "Expect: 100-continue". The content phase finds no file and the 404 becomes "200 ok".
+        location = /upload {{
+            client_max_body_size 0;
+            client_body_buffer_size 16m;
+            mirror /_sink;
+            mirror_request_body on;
+            error_page 404 405 =200 @ok;
+        }}
+        location = /_sink {{ internal; return 204; }}
+        location @ok {{ return 200 "ok"; }}
     }}
 }}
 """
@@ -247,6 +267,10 @@ class Nginx:
     def url(self, kind):
         return f"http://127.0.0.1:{self.port}/{kind}.bin"
 
+    def upload_url(self):
+        """Where POSTs go: nginx reads the whole body, then answers 200 with UPLOAD_ANSWER."""
+        return f"http://127.0.0.1:{self.port}/upload"
+
     def check(self):
         for kind, size in (("small", SMALL_SIZE), ("large", LARGE_SIZE)):
             try:
@@ -257,6 +281,14 @@ class Nginx:
                                    f"{self.tmp}/www; its worker must be able to read them)") from None
             if got != size:
                 raise RuntimeError(f"nginx served {got} bytes for {kind}.bin, expected {size}")
+        try:
+            request = urllib.request.Request(self.upload_url(), data=b"{}", method="POST")
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.read()
+        except OSError as error:
+            raise RuntimeError(f"nginx does not take POSTs at {self.upload_url()}: {error}") from None
+        if answer != UPLOAD_ANSWER:
+            raise RuntimeError(f"nginx answered {answer[:40]!r} to a POST, expected {UPLOAD_ANSWER!r}")
 
     def pids(self):
         """The master's pid and its workers'."""
