@@ -204,6 +204,36 @@ import Testing
         #expect((json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) } == body)
     }
 
+    /// A borrowed body (rq_request_set_body_borrowed) is read in place when it is sent, not
+    /// copied when it is set: a byte the caller changes after the call is sent changed. Over 1 MiB
+    /// (after the server's 100 Continue), and again after a 307.
+    @Test func aBorrowedBodyIsSentFromTheCallersMemory() throws {
+        let size = 1_500_000
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        defer { buffer.deallocate() }
+        for path in ["/echo", "/redirect-to?url=/echo&status=307"] {
+            for i in 0..<size { buffer[i] = UInt8(truncatingIfNeeded: i &* 7) }
+            let (c, _) = try run(path) { r in
+                _ = rq_request_set_method(r, "PUT")
+                #expect(rq_request_set_body_borrowed(r, buffer.baseAddress, size) == RQ_OK)
+                buffer[0] = UInt8(ascii: "B")
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any], "\(path)")
+            #expect(json["method"] as? String == "PUT", "\(path)")
+            #expect(json["body_len"] as? Int == size, "\(path)")
+            let sent = (json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) }
+            #expect(sent == Array(buffer), "\(path)")
+            #expect(sent?.first == UInt8(ascii: "B"), "\(path)")
+        }
+        // An empty borrowed body: Content-Length 0, as with rq_request_set_body.
+        let (empty, _) = try run("/echo") { r in
+            _ = rq_request_set_method(r, "POST")
+            #expect(rq_request_set_body_borrowed(r, nil, 0) == RQ_OK)
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(empty.body)) as? [String: Any])
+        #expect(json["body_len"] as? Int == 0 && (json["headers"] as? [String: String])?["content-length"] == "0")
+    }
+
     @Test func aBodyGetsNoContentTypeUnlessGivenAndHeadHasNoBody() throws {
         let (c, _) = try run("/echo") { r in
             _ = rq_request_set_method(r, "POST")

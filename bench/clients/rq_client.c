@@ -7,7 +7,7 @@
  *           of the C reference, and of a client that does not know its next request in
  *           advance): at most K exist at any time, and every add comes from a callback.
  *
- *     rq_client threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE]
+ *     rq_client threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE [borrowed]]
  *
  * threaded: completions run on the queue's delivery thread; the main thread blocks in
  *           rq_queue_wait_idle.
@@ -24,7 +24,9 @@
  * rq_response_metrics; the result line says "streamed": true as well.
  * With `post SIZE CONTENT-TYPE`, each request is a POST of a SIZE-byte body from memory (one buffer
  * made once, the JSON object of bench_body) given with rq_request_set_body, with the header
- * "Content-Type: CONTENT-TYPE": what a caller does for every request it sends.
+ * "Content-Type: CONTENT-TYPE": what a caller does for every request it sends. With `borrowed`
+ * after them, the body is given with rq_request_set_body_borrowed instead (no copy: the library
+ * reads the one buffer in place; looked up as a weak symbol).
  */
 #include "common.h"
 
@@ -36,6 +38,7 @@
 #pragma weak rq_request_set_body_callback
 #pragma weak rq_request_set_output_file
 #pragma weak rq_response_metrics
+#pragma weak rq_request_set_body_borrowed
 
 static atomic_long completed, succeeded, added;
 static atomic_llong received;
@@ -46,6 +49,7 @@ static const char *output; /* file PATH */
 static char *post;         /* post SIZE: the body */
 static size_t post_size;
 static const char *post_type;
+static int borrowed; /* post ... borrowed */
 
 static int on_data(void *context, rq_request *request, const uint8_t *data, size_t size,
                    uint64_t offset) {
@@ -77,7 +81,8 @@ static void add_one(rq_queue *queue) {
     if (post != NULL) {
         check(rq_request_set_method(request, "POST"), "rq_request_set_method");
         check(rq_request_set_header(request, "Content-Type", post_type), "rq_request_set_header");
-        check(rq_request_set_body(request, post, post_size), "rq_request_set_body");
+        if (borrowed) check(rq_request_set_body_borrowed(request, post, post_size), "rq_request_set_body_borrowed");
+        else check(rq_request_set_body(request, post, post_size), "rq_request_set_body");
     }
     check(rq_add(queue, request), "rq_add");
     check(rq_request_free(request), "rq_request_free");
@@ -115,10 +120,18 @@ int main(int argc, char **argv) {
             post_size = (size_t)bench_count(argv[++i], "SIZE");
             post_type = argv[++i];
             if ((post = bench_body(post_size)) == NULL) return 1;
+            if (i + 1 < argc && strcmp(argv[i + 1], "borrowed") == 0) {
+                if (rq_request_set_body_borrowed == NULL) {
+                    fprintf(stderr, "borrowed: this library has no rq_request_set_body_borrowed\n");
+                    return 2;
+                }
+                borrowed = 1;
+                i++;
+            }
         } else usage = 1;
     }
     if (usage) {
-        fprintf(stderr, "usage: %s threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE]\n",
+        fprintf(stderr, "usage: %s threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE [borrowed]]\n",
                 argv[0]);
         return 2;
     }
