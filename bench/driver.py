@@ -42,6 +42,7 @@ POST_TYPE = "application/json"
 UPLOAD_SIZE = LARGE_SIZE
 UPLOAD_TYPE = "application/octet-stream"
 UPLOAD_ANSWER = b"ok"
+BORROWED = "c-rq-threaded-borrowed"  # the upload workloads only
 POST_ARGS = {"post": [str(POST_SIZE), POST_TYPE], "upload": [str(UPLOAD_SIZE), UPLOAD_TYPE]}
 REFERENCE = "c-curl"
 
@@ -61,12 +62,16 @@ class Client:
         self.key = key
         self.label = label
         self.argv = argv  # (kind, url, n, k) -> list of arguments
-        self.posts = posts  # runs the upload workloads (kinds "post" and "upload": POST_ARGS)
+        self.posts = posts  # runs the upload workloads (kinds "post" and "upload": POST_ARGS); "only": no other
         self.env = env or {}
         self.required = required  # our own clients: unavailable is a failure, not a skip
         self.max_n = max_n  # {"small": n, "large": n}: a smaller N for a slow client
         self.note = note
         self.skip_reason = None
+
+    def runs(self, kind):
+        """Whether this client runs workloads of this kind."""
+        return bool(self.posts) if kind in POST_ARGS else self.posts != "only"
 
     def n_for(self, kind, n):
         if self.max_n and kind in self.max_n:
@@ -108,6 +113,8 @@ def make_clients(args, build):
                rq_client("inline"), posts=True),
         Client("c-rq-inline-refill", "librequestqueue from C, inline, refill from the completion",
                rq_client("inline", "refill")),
+        Client(BORROWED, "librequestqueue from C, threaded, body borrowed (`rq_request_set_body_borrowed`)",
+               lambda kind, url, n, k: rq_client("threaded")(kind, url, n, k) + ["borrowed"], posts="only"),
         Client("py-rq", "Python binding, Queue", script(py, "py_requestqueue.py"), env=py_env, required=True),
         Client("py-rq-async", "Python binding, AsyncQueue (asyncio)", script(py, "py_requestqueue_async.py"),
                env=py_env),
@@ -497,7 +504,10 @@ def probe(clients, nginx, tmp, results):
         if client.skip_reason:
             continue
         try:
-            run_client(client, "small", nginx.url("small"), 4, 2, SMALL_SIZE, 120, tmp)
+            if client.runs("small"):
+                run_client(client, "small", nginx.url("small"), 4, 2, SMALL_SIZE, 120, tmp)
+            else:
+                run_client(client, "post", nginx.upload_url(), 4, 2, len(UPLOAD_ANSWER), 120, tmp)
         except RuntimeError as error:
             client.skip_reason = str(error)
         if client.skip_reason:
@@ -521,13 +531,13 @@ def run_matrix(args, clients, nginx, tmp, results):
     workloads = ([("small", k) for k in args.small_k] + [("large", k) for k in args.large_k]
                  + [("post", k) for k in args.post_k] + [("upload", k) for k in args.upload_k])
     active = [c for c in clients if not c.skip_reason]
-    total = args.reps * sum(len([c for c in active if c.posts or kind not in POST_ARGS]) for kind, _ in workloads)
+    total = args.reps * sum(len([c for c in active if c.runs(kind)]) for kind, _ in workloads)
     done = 0
     counts = {"small": args.small_n, "large": args.large_n, "post": args.post_n, "upload": args.upload_n}
     sizes = {"small": SMALL_SIZE, "large": LARGE_SIZE, "post": len(UPLOAD_ANSWER), "upload": len(UPLOAD_ANSWER)}
     for rep in range(args.reps):
         for kind, k in workloads:
-            these = [c for c in active if c.posts or kind not in POST_ARGS]
+            these = [c for c in active if c.runs(kind)]
             shift = (rep * 3 + k) % len(these)  # a different order in each repetition and workload
             order = these[shift:] + these[:shift]
             for client in order:
@@ -721,7 +731,7 @@ def run_body_costs(args, build, nginx, tmp, results):
             f"{cost['copy']:,.0f} in memcpy")
 
 
-UPLOAD_COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-inline")
+UPLOAD_COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch", "c-rq-inline", BORROWED)
 UPLOAD_COST_K = {"post": 64, "upload": 1}
 
 
@@ -1024,7 +1034,8 @@ def report(args, clients, results, meta):
             value = mine / ref if mine and ref else None
             target(f"C, {name}: MB/s of streamed 10 MiB bodies at K={k} at least 0.95× the C reference", value, 0.95,
                    True, f"{fmt(mine)} vs {fmt(ref)} = {value:.2f}×" if value else "")
-    for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch"), ("c-rq-inline", "inline")):
+    for key, name in (("c-rq-threaded", "threaded"), ("c-rq-dispatch", "dispatch"), ("c-rq-inline", "inline"),
+                      (BORROWED, "threaded, body borrowed")):
         if key not in by_key:
             continue
         mine = results.upload_costs.get((key, "post"), {}).get("instructions")
@@ -1119,7 +1130,7 @@ def report(args, clients, results, meta):
         add("")
         add("| client | requests/s | × C | CPU µs/request | × C | peak RSS MiB | × C |")
         add("|---|---:|---:|---:|---:|---:|---:|")
-        for client in clients:
+        for client in (c for c in clients if c.runs("small")):
             if client.skip_reason:
                 add(f"| {client.label} | skipped | | | | | |")
                 continue
@@ -1233,7 +1244,7 @@ def report(args, clients, results, meta):
         add("")
         add("| client | body | MB/s | × C | peak RSS MiB | × C | CPU ms per body | × C |")
         add("|---|---|---:|---:|---:|---:|---:|---:|")
-        for client in clients:
+        for client in (c for c in clients if c.runs("large")):
             if client.skip_reason:
                 add(f"| {client.label} | | skipped | | | | | |")
                 continue
