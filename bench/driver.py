@@ -748,6 +748,8 @@ def run_upload_costs(args, clients, nginx, tmp, results):
         for client in clients:
             if client.key not in UPLOAD_COST_CLIENTS or client.skip_reason:
                 continue
+            if args.quick and client.key not in (REFERENCE, "c-rq-threaded", BORROWED):
+                continue  # (the smoke run: one delivery mode, each body setter)
             argv = lambda n: client.argv(kind, nginx.upload_url(), n, k)  # noqa: E731
             cost = {}
             try:

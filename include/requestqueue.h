@@ -837,7 +837,8 @@ RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, co
  *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed. Methods POST, PUT
  *  and PATCH send a body even when none is set (an empty one). A body goes with
  *  "Content-Length: <size>", no Content-Type unless one is set, and "Expect: 100-continue" above
- *  1 MiB (see "The HTTP exchange").
+ *  1 MiB (see "The HTTP exchange"). A large body, or one sent by many requests, goes without a
+ *  copy with `rq_request_set_body_borrowed`.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
 
