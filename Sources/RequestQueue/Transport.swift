@@ -558,7 +558,7 @@ extension Transfer {
         var headers: [Request.Header] = []
         var removed: Set<String> = []
         /// The options the list was made with (the User-Agent line comes from them); nil: never
-        /// reused (a resumed download's Range line).
+        /// reused (a resumed download's Range line, or a line missing: memory ran out).
         var options: Options?
         /// The lines added besides the request's (see `sharedHeaderLists`).
         var index = 0
@@ -650,8 +650,9 @@ extension Transfer {
         } else if resumeFrom == 0, ownHeaderList.matches(r, removed, o, index) {
             list = ownHeaderList.list
         } else {
+            var whole = true // (a list short of a line, memory having run out, is not kept for reuse)
             func append(_ line: UnsafePointer<CChar>?) {
-                if let line, let longer = curl_slist_append(list, line) { list = longer }
+                if let line, let longer = curl_slist_append(list, line) { list = longer } else { whole = false }
             }
             if agent {
                 switch o.agent {
@@ -682,7 +683,7 @@ extension Transfer {
             if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
             replaced = ownHeaderList.list
             ownHeaderList = OwnHeaderList(list: list, headers: r.headers, removed: removed,
-                                          options: resumeFrom == 0 ? o : nil, index: index)
+                                          options: resumeFrom == 0 && whole ? o : nil, index: index)
         }
         if list != route.headers {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)
