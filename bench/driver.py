@@ -4,14 +4,15 @@
 It builds the C and Swift clients, starts nginx on a free 127.0.0.1 port (one worker, keep-alive,
 access_log off) serving a 100-byte and a 10 MiB file and taking POSTs at /upload (the upload
 workloads of the C clients: small JSON bodies and 10 MiB bodies from memory; nginx answers once it
-has read the whole body), runs every client on the same work in the same run, interleaved (each repetition runs every client once per workload, in a rotated order), takes
-the median of each figure over the repetitions, runs the queue-only benchmark, and writes a markdown
-report with each figure's ratio to the C reference on libcurl multi.
+has read the whole body), runs every client on the same work in the same run, interleaved (each
+repetition runs every client once per workload, in a rotated order), takes the median of each figure
+over the repetitions, runs the queue-only benchmark, and writes a markdown report with each figure's
+ratio to the C reference on libcurl multi.
 
-Every run of a client is checked: it must report N requests, N successes with status 200 and
-exactly N times the file's size (for a POST, nginx's 2-byte answer) in body bytes; a run that does not counts as failed. The exit status
-is 0 when every run of every available client passed (timing targets never fail it), and the last
-line says "bench: P passed, F failed".
+Every run of a client is checked: it must report N requests, N successes with status 200 and exactly
+N times the file's size (for a POST, nginx's 2-byte answer) in body bytes; a run that does not
+counts as failed. The exit status is 0 when every run of every available client passed (timing
+targets never fail it), and the last line says "bench: P passed, F failed".
 """
 import argparse
 import datetime
