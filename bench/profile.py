@@ -3,6 +3,10 @@
 calls from strace, per request, for the C client and the C reference on the same nginx.
 
     bench/profile [--k 64] [--n 2000,6000] [--mode threaded|dispatch|inline] [--shape upfront|refill] [--top 30]
+                  [--post SIZE]
+
+--post SIZE: POSTs of a SIZE-byte body from memory (the upload workloads of bench/run: "Content-Type:
+application/json", or application/octet-stream above 64 KiB) to nginx's /upload, instead of GETs.
 
 Each program runs at two values of N; the difference divided by the difference of N is the cost of
 one request, with start-up and teardown cancelled out. Reports:
@@ -83,6 +87,7 @@ def main():
     parser.add_argument("--shape", default="upfront", choices=["upfront", "refill"],
                         help="upfront: all N added at once; refill: each completion adds the next")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--post", type=int, default=0, help="POST a body of this many bytes instead of GET")
     args = parser.parse_args()
     n1, n2 = (int(x) for x in args.n.split(","))
     per = n2 - n1
@@ -105,12 +110,16 @@ def main():
         os.makedirs(os.path.join(tmp, "server"))
         nginx = driver.Nginx(os.path.join(tmp, "server"), shutil.which("nginx") or "/usr/sbin/nginx")
         nginx.start()
-        url = nginx.url("small")
-        ref = lambda n: [os.path.join(build, "curl_multi"), url, str(n), str(args.k)]  # noqa: E731
+        url = nginx.upload_url() if args.post else nginx.url("small")
+        kind = driver.POST_TYPE if args.post <= 64 << 10 else driver.UPLOAD_TYPE
+        post = [str(args.post), kind] if args.post else []
+        ref = lambda n: [os.path.join(build, "curl_multi"), url, str(n), str(args.k)] + (["--post", *post] if post else [])  # noqa: E731
         shape = ["refill"] if args.shape == "refill" else []
+        shape += ["post", *post] if post else []
         lib = lambda n: [os.path.join(build, "rq_client"), args.mode, url, str(n), str(args.k), *shape]  # noqa: E731
 
-        print(f"# Cost per request, K={args.k}, {args.mode} delivery, {args.shape} shape "
+        print(f"# Cost per request, K={args.k}, {args.mode} delivery, {args.shape} shape"
+              + (f", POST of {args.post:,} bytes" if args.post else "") + " "
               f"(N={n2:,} minus N={n1:,}, over {per:,})\n")
         for n in (n1, n2):
             driver.callgrind(ref(n), os.path.join(tmp, f"ref.{n}"), False)

@@ -837,9 +837,24 @@ RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, co
  *  with a body and method GET sends it as is; use "POST", "PUT", ... as needed. Methods POST, PUT
  *  and PATCH send a body even when none is set (an empty one). A body goes with
  *  "Content-Length: <size>", no Content-Type unless one is set, and "Expect: 100-continue" above
- *  1 MiB (see "The HTTP exchange").
+ *  1 MiB (see "The HTTP exchange"). A large body, or one sent by many requests, goes without a
+ *  copy with `rq_request_set_body_borrowed`.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_OUT_OF_MEMORY, RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_body(rq_request *request, const void *data, size_t size);
+
+/** Sets the body without copying it, as `rq_request_set_body` does otherwise (same headers,
+ *  methods, Expect and framing). The library reads the `size` bytes at `data` in place whenever it
+ *  sends them (each attempt, each redirect or answered challenge that repeats the body), and
+ *  never writes or frees them: they must stay valid and unchanged until the request no longer
+ *  needs them, that is until its completion callback has returned (its context finalizer, see
+ *  `rq_request_set_completion`, runs after that: a place to free them), until `rq_request_free`
+ *  for a request never added or started, or until another body set on the request replaces them.
+ *  For large bodies: a 10 MiB body set with `rq_request_set_body` costs an allocation and a copy
+ *  (and, for fresh memory, a page fault every 4 KiB) per request; borrowed, it costs neither, as
+ *  libcurl's CURLOPT_POSTFIELDS. `data` may be NULL only when `size` is 0 (an empty body).
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_ARGUMENT (`size` above SIZE_MAX / 2: no buffer
+ *  is that large), RQ_ERR_REQUEST_FROZEN. */
+RQ_API rq_result rq_request_set_body_borrowed(rq_request *request, const void *data, size_t size);
 
 /** Sets the total time limit of each attempt, from its start (time spent waiting in the queue
  *  does not count); 0 means no limit (default). At most 1e6 s. Errors: RQ_ERR_INVALID_ARGUMENT. */

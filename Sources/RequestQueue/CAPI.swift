@@ -483,6 +483,18 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
     }
 }
 
+@c @implementation public func rq_request_set_body_borrowed(_ pointer: OpaquePointer?, _ data: UnsafeRawPointer?, _ size: Int) -> rq_result {
+    let byteCount = UInt(bitPattern: size)
+    guard data != nil || byteCount == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "data is NULL but size is \(byteCount)") }
+    // (No memory holds more than half the address space, so no caller's buffer does.)
+    guard byteCount <= UInt(Int.max) else { return fail(RQ_ERR_INVALID_ARGUMENT, "size \(byteCount) is larger than any buffer") }
+    return configure(pointer) { r in
+        r.body = data.map { ByteBuffer(borrowing: $0, count: Int(byteCount)) } ?? ByteBuffer()
+        r.hasBody = true
+        return RQ_OK
+    }
+}
+
 @c @implementation public func rq_request_set_timeout(_ pointer: OpaquePointer?, _ seconds: Double) -> rq_result {
     setSeconds(pointer, \.timeout, seconds)
 }

@@ -235,13 +235,23 @@ final class ByteBuffer: @unchecked Sendable {
     private(set) var base: UnsafeMutablePointer<UInt8>?
     private(set) var count = 0
     private var capacity = 0
+    /// Whether `base` is the caller's memory (`rq_request_set_body_borrowed`): never freed nor
+    /// grown here.
+    private let borrowed: Bool
 
-    init() {}
+    init() { borrowed = false }
+
+    /// The caller's `count` bytes at `base`, read in place (never written, grown or freed).
+    init(borrowing base: UnsafeRawPointer, count: Int) {
+        self.base = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
+        self.count = count
+        borrowed = true
+    }
 
     /// The empty body of a request that sets none (never appended to).
     static let empty = ByteBuffer()
 
-    deinit { free(base) }
+    deinit { if !borrowed { free(base) } }
 
     /// Appends bytes; returns false when memory ran out (the buffer is unchanged).
     func append(_ bytes: UnsafeRawPointer, _ size: Int) -> Bool {
@@ -263,6 +273,7 @@ final class ByteBuffer: @unchecked Sendable {
     }
 
     private func grow(to newCapacity: Int) -> Bool {
+        if borrowed { return false }
         // A large buffer must not take the last of the memory: the small allocations of the
         // rest of the process would then fail, and in Swift code that is a crash.
         if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: newCapacity) { return false }

@@ -22,6 +22,8 @@ final class Transfer {
     private let headers = ByteBuffer()
     /// How the attempt's User-Agent, proxy and header list are set on the handle (Transport.swift).
     var route = Route()
+    /// The last header list made for a request with header lines of its own (Transport.swift).
+    var ownHeaderList = OwnHeaderList()
     /// `sharedHeaderLists`, read once (a global's every read checks its initialization).
     let sharedLists = sharedHeaderLists
     /// The resolve overrides of the current attempt (Transport.swift).
@@ -221,7 +223,7 @@ final class Transfer {
     deinit {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
-        curl_slist_free_all(route.ownHeaders)
+        curl_slist_free_all(ownHeaderList.list)
         curl_slist_free_all(resolveOverrides)
         _ = file?.close()
     }
@@ -279,7 +281,6 @@ final class Transfer {
 
     /// Ends the attempt (the handle is out of the multi handle): drops what the handle points into.
     func end() {
-        endRoute()
         if setCookies.lines > 0 { // the cookie jar's budget (CookieJar.received)
             options?.cookieJar?.received(setCookieLines: setCookies.lines, bytes: setCookies.bytes)
             setCookies = (0, 0)

@@ -204,6 +204,77 @@ import Testing
         #expect((json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) } == body)
     }
 
+    /// A borrowed body (rq_request_set_body_borrowed) is read in place when it is sent, not
+    /// copied when it is set: a byte the caller changes after the call is sent changed. Over 1 MiB
+    /// (after the server's 100 Continue), and again after a 307.
+    @Test func aBorrowedBodyIsSentFromTheCallersMemory() throws {
+        let size = 1_500_000
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 1)
+        defer { buffer.deallocate() }
+        for path in ["/echo", "/redirect-to?url=/echo&status=307"] {
+            for i in 0..<size { buffer[i] = UInt8(truncatingIfNeeded: i &* 7) }
+            let (c, _) = try run(path) { r in
+                _ = rq_request_set_method(r, "PUT")
+                #expect(rq_request_set_body_borrowed(r, buffer.baseAddress, size) == RQ_OK)
+                buffer[0] = UInt8(ascii: "B")
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any], "\(path)")
+            #expect(json["method"] as? String == "PUT", "\(path)")
+            #expect(json["body_len"] as? Int == size, "\(path)")
+            let sent = (json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) }
+            #expect(sent == Array(buffer), "\(path)")
+            #expect(sent?.first == UInt8(ascii: "B"), "\(path)")
+        }
+        // An empty borrowed body: Content-Length 0, as with rq_request_set_body.
+        let (empty, _) = try run("/echo") { r in
+            _ = rq_request_set_method(r, "POST")
+            #expect(rq_request_set_body_borrowed(r, nil, 0) == RQ_OK)
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(empty.body)) as? [String: Any])
+        #expect(json["body_len"] as? Int == 0 && (json["headers"] as? [String: String])?["content-length"] == "0")
+    }
+
+    /// One handle, one request after the other: a request whose header lines make the same list
+    /// as the one before reuses it (Transfer.OwnHeaderList); any difference (a value, a name's
+    /// case, a removal, one line more, none of its own) gets its own lines.
+    @Test func equalHeaderLinesAreSentAgainAndDifferentOnesAreNot() throws {
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        let steps: [(tag: String, lines: [(String, String?)])] = [
+            ("a1", [("Content-Type", "application/json")]),
+            ("a2", [("Content-Type", "application/json")]),
+            ("b", [("Content-Type", "text/plain")]),
+            ("case", [("content-type", "text/plain")]),
+            ("more", [("content-type", "text/plain"), ("X-More", "1")]),
+            ("removed", [("content-type", "text/plain"), ("Accept", nil)]),
+            ("none", []),
+            ("a3", [("Content-Type", "application/json")]),
+        ]
+        for step in steps {
+            let url = fixture.url("/inspect?step=\(step.tag)")
+            #expect(addAndRelease(q, try rec.request(url, tag: step.tag) { r in
+                _ = rq_request_set_method(r, "POST")
+                for (name, value) in step.lines { _ = rq_request_set_header(r, name, value) }
+                _ = rq_request_set_body(r, "{}", 2)
+            }) == RQ_OK)
+        }
+        #expect(rq_queue_wait_idle(q, 20) == RQ_OK)
+        for step in steps {
+            let c = try #require(rec.completion(step.tag))
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(c.body)) as? [String: Any], "\(step.tag)")
+            let sent = (json["headers"] as? [[String]] ?? []).map { ($0.first ?? "", $0.last ?? "") }
+            let expected = step.lines.compactMap { line in line.1.map { (line.0, $0) } }
+            for (name, value) in expected {
+                #expect(sent.filter { $0.0.lowercased() == name.lowercased() }.map(\.1) == [value], "\(step.tag) \(name)")
+                #expect(sent.contains { $0.0 == name }, "\(step.tag): \(name) sent as given")
+            }
+            #expect(sent.contains { $0.0.lowercased() == "x-more" } == (step.tag == "more"), "\(step.tag)")
+            #expect(sent.contains { $0.0.lowercased() == "accept" } == (step.tag != "removed"), "\(step.tag)")
+            #expect(sent.contains { $0.0.lowercased() == "content-type" } == (step.tag != "none"), "\(step.tag)")
+        }
+    }
+
     @Test func aBodyGetsNoContentTypeUnlessGivenAndHeadHasNoBody() throws {
         let (c, _) = try run("/echo") { r in
             _ = rq_request_set_method(r, "POST")

@@ -753,6 +753,22 @@ static void rows_requests(void) {
         rq_request_set_body(r, fill, (size_t)1 << 50));
     ROW(rq_request_set_body, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN, rq_request_set_body(frozen, fill, 1));
 
+    /* rq_request_set_body_borrowed (r gets its empty copied body back after these rows) */
+    ROW(rq_request_set_body_borrowed, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, rq_request_set_body_borrowed(NULL, fill, 1));
+    ROW(rq_request_set_body_borrowed, NULL, "data NULL, size 5", RQ_ERR_NULL_ARGUMENT, rq_request_set_body_borrowed(r, NULL, 5));
+    ROW(rq_request_set_body_borrowed, NULL, "data NULL, size SIZE_MAX", RQ_ERR_NULL_ARGUMENT,
+        rq_request_set_body_borrowed(r, NULL, SIZE_MAX));
+    ROW(rq_request_set_body_borrowed, VALID, "data NULL, size 0 (empty body)", RQ_OK, rq_request_set_body_borrowed(r, NULL, 0));
+    ROW(rq_request_set_body_borrowed, VALID, "a buffer of the caller's", RQ_OK, rq_request_set_body_borrowed(r, fill, sizeof fill));
+    ROW(rq_request_set_body_borrowed, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_set_body_borrowed(freed, fill, 1));
+    ROW(rq_request_set_body_borrowed, FOREIGN, "a queue handle", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_body_borrowed(as_request, fill, 1));
+    ROW(rq_request_set_body_borrowed, INVALID, "size SIZE_MAX", RQ_ERR_INVALID_ARGUMENT, rq_request_set_body_borrowed(r, fill, SIZE_MAX));
+    ROW(rq_request_set_body_borrowed, INVALID, "size SIZE_MAX / 2 + 1", RQ_ERR_INVALID_ARGUMENT,
+        rq_request_set_body_borrowed(r, fill, SIZE_MAX / 2 + 1));
+    ROW(rq_request_set_body_borrowed, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN, rq_request_set_body_borrowed(frozen, fill, 1));
+    CHECK_OK(rq_request_set_body(r, NULL, 0));
+
     /* times */
 #define TIME_ROWS(fn)                                                                              \
     ROW(fn, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, fn(NULL, 1));                              \

@@ -60,4 +60,17 @@ static inline long bench_count(const char *text, const char *what) {
     return value;
 }
 
+/* A request body of `size` bytes (malloc'd): a JSON object, {"data":"xxxx..."}, padded to `size`
+ * (at least 12 bytes; smaller sizes are filled with 'x'). */
+static inline char *bench_body(size_t size) {
+    char *body = malloc(size);
+    if (body == NULL) return NULL;
+    memset(body, 'x', size);
+    if (size >= 12) {
+        memcpy(body, "{\"data\":\"", 9);
+        memcpy(body + size - 2, "\"}", 2);
+    }
+    return body;
+}
+
 #endif

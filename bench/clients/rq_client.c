@@ -7,7 +7,7 @@
  *           of the C reference, and of a client that does not know its next request in
  *           advance): at most K exist at any time, and every add comes from a callback.
  *
- *     rq_client threaded|dispatch|inline URL N K [stream | file PATH] [refill]
+ *     rq_client threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE [borrowed]]
  *
  * threaded: completions run on the queue's delivery thread; the main thread blocks in
  *           rq_queue_wait_idle.
@@ -22,6 +22,11 @@
  * then says "streamed": true. With `file PATH`, each body is written to the file at PATH by the
  * library (rq_request_set_output_file, each request rewriting it), and counted from its size in
  * rq_response_metrics; the result line says "streamed": true as well.
+ * With `post SIZE CONTENT-TYPE`, each request is a POST of a SIZE-byte body from memory (one buffer
+ * made once, the JSON object of bench_body) given with rq_request_set_body, with the header
+ * "Content-Type: CONTENT-TYPE": what a caller does for every request it sends. With `borrowed`
+ * after them, the body is given with rq_request_set_body_borrowed instead (no copy: the library
+ * reads the one buffer in place; looked up as a weak symbol).
  */
 #include "common.h"
 
@@ -33,6 +38,7 @@
 #pragma weak rq_request_set_body_callback
 #pragma weak rq_request_set_output_file
 #pragma weak rq_response_metrics
+#pragma weak rq_request_set_body_borrowed
 
 static atomic_long completed, succeeded, added;
 static atomic_llong received;
@@ -40,6 +46,10 @@ static int stream, refill;
 static long total;
 static const char *url;
 static const char *output; /* file PATH */
+static char *post;         /* post SIZE: the body */
+static size_t post_size;
+static const char *post_type;
+static int borrowed; /* post ... borrowed */
 
 static int on_data(void *context, rq_request *request, const uint8_t *data, size_t size,
                    uint64_t offset) {
@@ -68,6 +78,12 @@ static void add_one(rq_queue *queue) {
     check(rq_request_set_completion(request, on_done, refill ? queue : NULL, NULL), "rq_request_set_completion");
     if (stream) check(rq_request_set_body_callback(request, on_data), "rq_request_set_body_callback");
     if (output != NULL) check(rq_request_set_output_file(request, output, 0), "rq_request_set_output_file");
+    if (post != NULL) {
+        check(rq_request_set_method(request, "POST"), "rq_request_set_method");
+        check(rq_request_set_header(request, "Content-Type", post_type), "rq_request_set_header");
+        if (borrowed) check(rq_request_set_body_borrowed(request, post, post_size), "rq_request_set_body_borrowed");
+        else check(rq_request_set_body(request, post, post_size), "rq_request_set_body");
+    }
     check(rq_add(queue, request), "rq_add");
     check(rq_request_free(request), "rq_request_free");
 }
@@ -100,10 +116,23 @@ int main(int argc, char **argv) {
                  rq_response_metrics != NULL)
             output = argv[++i];
         else if (strcmp(argv[i], "refill") == 0) refill = 1;
-        else usage = 1;
+        else if (strcmp(argv[i], "post") == 0 && i + 2 < argc) {
+            post_size = (size_t)bench_count(argv[++i], "SIZE");
+            post_type = argv[++i];
+            if ((post = bench_body(post_size)) == NULL) return 1;
+            if (i + 1 < argc && strcmp(argv[i + 1], "borrowed") == 0) {
+                if (rq_request_set_body_borrowed == NULL) {
+                    fprintf(stderr, "borrowed: this library has no rq_request_set_body_borrowed\n");
+                    return 2;
+                }
+                borrowed = 1;
+                i++;
+            }
+        } else usage = 1;
     }
     if (usage) {
-        fprintf(stderr, "usage: %s threaded|dispatch|inline URL N K [stream | file PATH] [refill]\n", argv[0]);
+        fprintf(stderr, "usage: %s threaded|dispatch|inline URL N K [stream | file PATH] [refill] [post SIZE CONTENT-TYPE [borrowed]]\n",
+                argv[0]);
         return 2;
     }
     int dispatch = strcmp(argv[1], "dispatch") == 0;
@@ -140,5 +169,6 @@ int main(int argc, char **argv) {
     long done = atomic_load(&completed), ok = atomic_load(&succeeded);
     bench_report(&clock, done, ok, atomic_load(&received), stream || output != NULL);
     check(rq_queue_free(queue), "rq_queue_free");
+    free(post);
     return ok == n && done == n ? 0 : 1;
 }

@@ -173,6 +173,7 @@ module RequestQueue
       [:rq_request_set_method, %i[pointer string], :int, false],
       [:rq_request_set_header, %i[pointer string string], :int, false],
       [:rq_request_set_body, %i[pointer pointer size_t], :int, false],
+      [:rq_request_set_body_borrowed, %i[pointer pointer size_t], :int, false],
       [:rq_request_set_timeout, %i[pointer double], :int, false],
       [:rq_request_set_connect_timeout, %i[pointer double], :int, false],
       [:rq_request_set_idle_timeout, %i[pointer double], :int, false],
