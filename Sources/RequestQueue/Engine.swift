@@ -371,24 +371,27 @@ final class Engine: @unchecked Sendable {
     /// outer call, so that a run of failing starts does not nest.
     @discardableResult
     private func report(_ report: EngineReport) -> EngineReply {
-        queue.report(report) { request, generation in
-            if beginningStarts {
-                dueStarts.append((request, generation))
-                return
-            }
-            beginningStarts = true
-            begin(request, generation: generation)
-            if !dueStarts.isEmpty {
-                var next = 0
-                while next < dueStarts.count {
-                    let (request, generation) = dueStarts[next]
-                    next += 1
-                    begin(request, generation: generation)
-                }
-                dueStarts.removeAll(keepingCapacity: true)
-            }
-            beginningStarts = false
+        queue.report(report) { beginReported($0, generation: $1) }
+    }
+
+    /// Begins an attempt that a report started (see `report`).
+    private func beginReported(_ request: Request, generation: UInt64) {
+        if beginningStarts {
+            dueStarts.append((request, generation))
+            return
         }
+        beginningStarts = true
+        begin(request, generation: generation)
+        if !dueStarts.isEmpty {
+            var next = 0
+            while next < dueStarts.count {
+                let (request, generation) = dueStarts[next]
+                next += 1
+                begin(request, generation: generation)
+            }
+            dueStarts.removeAll(keepingCapacity: true)
+        }
+        beginningStarts = false
     }
 
     /// Starts an attempt the queue has just decided to start.
@@ -481,7 +484,8 @@ final class Engine: @unchecked Sendable {
 
     /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
     private func finished(_ request: Request, _ generation: UInt64, _ response: Response) {
-        if case let .retry(delay, next) = report(.attemptEnded(request, generation: generation, response)) {
+        if case let .retry(delay, next) = queue.attemptEnded(request, generation: generation, response,
+                                                              start: { beginReported($0, generation: $1) }) {
             timers.append((Clock.now() + delay, request, next))
         }
     }

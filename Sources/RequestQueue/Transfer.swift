@@ -255,8 +255,9 @@ final class Transfer {
         received = 0
         streamed = 0
         resumeFrom = 0
-        fileError = nil
-        protocolError = nil
+        // (Tested first: assigning nil to a nil String still calls the runtime's release.)
+        if fileError != nil { fileError = nil }
+        if protocolError != nil { protocolError = nil }
         headerBudget = HeaderBudget()
         errorBodyCut = false
         // Progress counts over the responses of one attempt; an answered authentication
