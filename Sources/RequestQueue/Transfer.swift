@@ -362,12 +362,18 @@ final class Transfer {
     /// Sets the options of this attempt: those that differ from the previous attempt's (after a
     /// reset), then the URL, headers and body, which every attempt sets.
     private func configure(_ r: Request) {
-        if let path = r.outputPath {
+        // (A request whose settings are all defaults has no output file: its box is not read then.)
+        if r.hasOwnOptions, let path = r.outputPath {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
         }
-        let wanted = r.transferOptions ?? options.flatMap { $0.same(as: r) ? $0 : nil } ?? Options(r)
-        r.transferOptions = wanted
+        let wanted: Options
+        if let known = r.transferOptions {
+            wanted = known
+        } else {
+            if let current = options, current.same(as: r) { wanted = current } else { wanted = Options(r) }
+            r.transferOptions = wanted
+        }
         if options !== wanted {
             if options != wanted {
                 if options != nil {
