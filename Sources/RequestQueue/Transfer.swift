@@ -1003,7 +1003,7 @@ final class Transfer {
             if let override { message = override }
         }
         let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
-                                url: url, message: message, attempts: request.attempts,
+                                url: consume url, message: consume message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
