@@ -18,14 +18,17 @@
 extern char **environ;
 
 /* Whether the environment has a variable http_proxy, https_proxy or all_proxy, in any case (the
- * names libcurl 7.88 reads for an http or https transfer are among them). A look at the first two
- * letters of most names. */
+ * names libcurl 7.88 reads for an http or https transfer are among them). Read for every turn of
+ * the engine that starts a transfer, as libcurl would read it: one test of the first letter of
+ * most names. `c | 0x29` is 0x69 exactly for c in "`ahiAHI@" (0x20 folds the case, 0x09 is 'h' ^ 'a'),
+ * so one compare passes the names starting with h or a, and a few others, to the full checks. */
 static inline int ccurl_environment_names_proxy(void) {
     char **entry = environ;
     if (!entry)
         return 0;
-    for (; *entry; entry++) {
-        const char *name = *entry;
+    for (const char *name; (name = *entry) != NULL; entry++) {
+        if (((unsigned char)name[0] | 0x29) != 0x69)
+            continue;
         char first = (char)(name[0] | 0x20);
         if (first == 'h' && (name[1] | 0x20) == 't' &&
             (strncasecmp(name, "http_proxy=", 11) == 0 || strncasecmp(name, "https_proxy=", 12) == 0))

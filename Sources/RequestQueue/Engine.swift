@@ -34,6 +34,10 @@ final class Engine: @unchecked Sendable {
     /// for every piece without reference counting: the queue owns this engine and outlives its
     /// thread (`rq_queue_free` joins it), the only thread that reads it.
     unowned(unsafe) let inlineQueue: Queue?
+    /// `queue.transport`, read for every start (`applyConnectionLimits`) without going through
+    /// the queue (a retain and a release each time). unowned(unsafe): the queue holds it for its
+    /// whole life, which this engine's thread does not outlive (see `queue`).
+    private unowned(unsafe) let transport: QueueTransport
     private let multi: UnsafeMutableRawPointer
     private let inboxLock = Lock()
     private var inbox: [Command] = []
@@ -108,6 +112,7 @@ final class Engine: @unchecked Sendable {
         }
         self.queue = queue
         self.multi = multi
+        transport = queue.transport
         inlineQueue = queue.delivery == .inline ? queue : nil
         guard let thread = startThread({ [self] in run() }) else {
             curl_multi_cleanup(multi)
@@ -371,31 +376,35 @@ final class Engine: @unchecked Sendable {
     /// outer call, so that a run of failing starts does not nest.
     @discardableResult
     private func report(_ report: EngineReport) -> EngineReply {
-        queue.report(report) { request, generation in
-            if beginningStarts {
-                dueStarts.append((request, generation))
-                return
-            }
-            beginningStarts = true
-            begin(request, generation: generation)
-            if !dueStarts.isEmpty {
-                var next = 0
-                while next < dueStarts.count {
-                    let (request, generation) = dueStarts[next]
-                    next += 1
-                    begin(request, generation: generation)
-                }
-                dueStarts.removeAll(keepingCapacity: true)
-            }
-            beginningStarts = false
+        queue.report(report) { beginReported($0, generation: $1) }
+    }
+
+    /// Begins an attempt that a report started (see `report`).
+    private func beginReported(_ request: Request, generation: UInt64) {
+        if beginningStarts {
+            dueStarts.append((request, generation))
+            return
         }
+        beginningStarts = true
+        begin(request, generation: generation)
+        if !dueStarts.isEmpty {
+            var next = 0
+            while next < dueStarts.count {
+                let (request, generation) = dueStarts[next]
+                next += 1
+                begin(request, generation: generation)
+            }
+            dueStarts.removeAll(keepingCapacity: true)
+        }
+        beginningStarts = false
     }
 
     /// Starts an attempt the queue has just decided to start.
     private func begin(_ request: Request, generation: UInt64) {
         if let old = request.transfer { recycle(old) }
         // libcurl reads the CA file on this thread: a FIFO there would stop the whole queue.
-        if let caFile = request.caFile, existsAndIsNotRegular(caFile) {
+        // (A request whose settings are all defaults has no CA file: its box is not read then.)
+        if request.hasOwnOptions, let caFile = request.caFile, existsAndIsNotRegular(caFile) {
             let message = "cannot use the CA file \(decodeCString(caFile)): not a regular file"
             report(.failedToStart(request, generation: generation,
                                   Response(outcome: .tls, status: 0, url: request.url.string, message: message,
@@ -407,7 +416,7 @@ final class Engine: @unchecked Sendable {
             return
         }
         transfer.begin(request, generation: generation)
-        queue.transport.applyConnectionLimits(multi)
+        transport.applyConnectionLimits(multi)
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
             pool.append(transfer)
@@ -481,7 +490,8 @@ final class Engine: @unchecked Sendable {
 
     /// Reports an ended attempt to the queue and arms the retry timer when it asks for one.
     private func finished(_ request: Request, _ generation: UInt64, _ response: Response) {
-        if case let .retry(delay, next) = report(.attemptEnded(request, generation: generation, response)) {
+        if case let .retry(delay, next) = queue.attemptEnded(request, generation: generation, response,
+                                                              start: { beginReported($0, generation: $1) }) {
             timers.append((Clock.now() + delay, request, next))
         }
     }

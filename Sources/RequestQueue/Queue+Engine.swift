@@ -6,9 +6,8 @@ import RequestQueueCore
 // unlocking), and what the engine reports.
 
 /// What the engine reports about a request's attempts (`Queue.report`).
+/// (An attempt that ended, the report of every request, goes through `Queue.attemptEnded`.)
 enum EngineReport {
-    /// An attempt ended with this response.
-    case attemptEnded(Request, generation: UInt64, Response)
     /// A transfer could not even be set up: the request fails with this response.
     case failedToStart(Request, generation: UInt64, Response)
     /// A retry timer fired.
@@ -21,7 +20,7 @@ extension EngineReport {
     /// The response of an attempt that ended or failed to start.
     var response: Response? {
         switch self {
-        case let .attemptEnded(_, _, response), let .failedToStart(_, _, response): response
+        case let .failedToStart(_, _, response): response
         case .retryDue, .startDue: nil
         }
     }
@@ -29,7 +28,7 @@ extension EngineReport {
     /// The request reported about (none for a rate-limit wake-up).
     var request: Request? {
         switch self {
-        case let .attemptEnded(request, _, _), let .failedToStart(request, _, _), let .retryDue(request, _): request
+        case let .failedToStart(request, _, _), let .retryDue(request, _): request
         case .startDue: nil
         }
     }
@@ -77,6 +76,25 @@ extension Queue {
         let actions = mutation(for: report)
         applyLocked(actions, reported: report.response)
         monitor.unlock()
+        return engineSide(of: actions, start: start)
+    }
+
+    /// Engine thread: an attempt of `request` ended with `response` (as `report`, for the report of
+    /// every request: the request and the response are read where they are, not copied into an
+    /// `EngineReport` and out of it, a retain and a release each time).
+    func attemptEnded(_ request: Request, generation: UInt64, _ response: Response,
+                      start: (Request, UInt64) -> Void) -> EngineReply {
+        monitor.lock()
+        let actions = holds(request) ? ended(request, generation: generation, response) : QueueActions()
+        applyLocked(actions, reported: response)
+        monitor.unlock()
+        return engineSide(of: actions, start: start)
+    }
+
+    /// What the engine does after a report: the starts it begins, a retry timer; other commands
+    /// go through its inbox.
+    @inline(__always)
+    private func engineSide(of actions: QueueActions<Request>, start: (Request, UInt64) -> Void) -> EngineReply {
         var reply = EngineReply.none
         actions.forEach { action in
             switch action {
@@ -95,16 +113,6 @@ extension Queue {
     private func mutation(for report: EngineReport) -> QueueActions<Request> {
         if let request = report.request, !holds(request) { return QueueActions() }
         switch report {
-        case let .attemptEnded(request, generation, response):
-            // The policy (two sets) is copied only when it can retry; the nil is a literal, which
-            // nothing has to destroy.
-            guard request.retryEnabled else {
-                return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
-                                          method: request.method, random: 0, now: Clock.now())
-            }
-            return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
-                                      retry: request.retry, method: request.method,
-                                      random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
         case let .failedToStart(request, generation, response):
             return state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
         case let .retryDue(request, generation):
@@ -112,6 +120,19 @@ extension Queue {
         case .startDue:
             return state.startDue(now: Clock.now())
         }
+    }
+
+    /// The state's mutation for an attempt that ended (monitor held, `request` held).
+    private func ended(_ request: Request, generation: UInt64, _ response: Response) -> QueueActions<Request> {
+        // The policy (two sets) is copied only when it can retry; the nil is a literal, which
+        // nothing has to destroy.
+        guard request.retryEnabled else {
+            return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
+                                      method: request.method, random: 0, now: Clock.now())
+        }
+        return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
+                                  retry: request.retry, method: request.method,
+                                  random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
     }
 
     /// Whether `request` is the one the state knows by its id (monitor held). An id is a handle

@@ -23,7 +23,7 @@ final class Request: @unchecked Sendable {
 
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
     /// before it, and never while another request's is held: requests share a set of locks.
-    var lock: Lock { Request.locks.lock(for: HandleTable.slot(of: handle)) }
+    var lock: StripedLock { Request.locks.lock(for: HandleTable.slot(of: handle)) }
     private static let locks = LockStripes(count: 64)
     /// Set by `register`, before anyone else can see the request.
     private(set) var handle: UInt = 0

@@ -40,7 +40,7 @@ final class Response: @unchecked Sendable {
     private var urlMade: UnsafeMutablePointer<CChar>?
     private var messageMade: UnsafeMutablePointer<CChar>?
     private static let locks = LockStripes(count: 64)
-    private var lock: Lock { Response.locks.lock(for: Int(bitPattern: UInt(bitPattern: ObjectIdentifier(self))) >> 6) }
+    private var lock: StripedLock { Response.locks.lock(for: Int(bitPattern: UInt(bitPattern: ObjectIdentifier(self))) >> 6) }
     /// Body bytes of the attempt's final response (the queue's `bytes_down`), and the final
     /// download progress of the attempt (over all its responses; see `AttemptProgress`).
     let downloaded: Int64

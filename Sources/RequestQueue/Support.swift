@@ -186,21 +186,47 @@ final class Lock: @unchecked Sendable {
 /// A fixed set of locks shared by many small objects (requests, responses), so that each one
 /// needs no mutex of its own. Only for short sections that take no other lock of the same set.
 /// A child process created by fork() finds them all free (ForkGuard).
-final class LockStripes: Sendable, ForkGuard.Participant {
-    private let locks: [Lock]
+// @unchecked Sendable: the mutexes are the protection; the pointer and count never change.
+final class LockStripes: @unchecked Sendable, ForkGuard.Participant {
+    /// The mutexes, allocated once: a stripe is handed out as its mutex's address
+    /// (`StripedLock`), with no reference to count at each use (an object per stripe cost a retain
+    /// and a release for every lock taken, on objects that every thread shares).
+    private let mutexes: UnsafeMutablePointer<pthread_mutex_t>
+    private let count: Int
 
     /// `count` is a power of two (keys are masked with `count - 1`).
     init(count: Int) {
-        locks = (0..<count).map { _ in Lock() }
+        self.count = count
+        mutexes = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: count)
+        for index in 0..<count { initAdaptiveMutex(mutexes + index) }
         ForkGuard.register(self)
     }
 
-    func lock(for key: Int) -> Lock { locks[key & (locks.count - 1)] }
+    deinit {
+        for index in 0..<count { pthread_mutex_destroy(mutexes + index) }
+        mutexes.deallocate()
+    }
+
+    /// The lock of `key`, valid while these stripes live (the users' are static: for ever).
+    @inline(__always)
+    func lock(for key: Int) -> StripedLock { StripedLock(mutex: mutexes + (key & (count - 1))) }
 
     var forkRank: Int { ForkGuard.rankStripes }
-    func forkPrepare() { for lock in locks { lock.acquire() } }
-    func forkParent() { for lock in locks.reversed() { lock.release() } }
+    func forkPrepare() { for index in 0..<count { pthread_mutex_lock(mutexes + index) } }
+    func forkParent() { for index in (0..<count).reversed() { pthread_mutex_unlock(mutexes + index) } }
     func forkChild() { forkParent() }
+}
+
+/// One lock of a `LockStripes`.
+struct StripedLock {
+    fileprivate let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    @inline(__always)
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
 }
 
 enum Clock {

@@ -257,8 +257,9 @@ final class Transfer {
         received = 0
         streamed = 0
         resumeFrom = 0
-        fileError = nil
-        protocolError = nil
+        // (Tested first: assigning nil to a nil String still calls the runtime's release.)
+        if fileError != nil { fileError = nil }
+        if protocolError != nil { protocolError = nil }
         headerBudget = HeaderBudget()
         errorBodyCut = false
         // Progress counts over the responses of one attempt; an answered authentication
@@ -308,6 +309,9 @@ final class Transfer {
     }
 
     /// The options of every attempt that do not depend on the request.
+    /// (libcurl calls back only while the transfer, or for the close of a socket the engine, is
+    /// alive and held elsewhere: the callbacks borrow it, `_withUnsafeGuaranteedRef`, rather than
+    /// retain and release it for each call.)
     private func setFixedOptions() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me)
@@ -333,27 +337,29 @@ final class Transfer {
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
         _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
             guard let me else { return 0 }
-            Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-                .progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
+            Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+                $0.progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
+            }
             return 0
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
         // Sockets: learn the attempt's TCP socket (see `stall`).
         _ = ccurl_easy_setopt_sockopt_fn(easy) { me, fd, _ in
-            if let me { Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue().openedSocket = fd }
+            if let me { Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef { $0.openedSocket = fd } }
             return 0 // CURL_SOCKOPT_OK
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SOCKOPTDATA, me)
         _ = ccurl_easy_setopt_prereq_fn(easy) { me, primaryIP, localIP, primaryPort, localPort in
             guard let me else { return 0 } // CURL_PREREQFUNC_OK
-            let send = Unmanaged<Transfer>.fromOpaque(me).takeUnretainedValue()
-                .connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
+            let send = Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+                $0.connected(primaryIP: primaryIP, localIP: localIP, primaryPort: primaryPort, localPort: localPort)
+            }
             return send ? 0 : 1 // CURL_PREREQFUNC_OK, CURL_PREREQFUNC_ABORT
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me)
         // A connection outlives the transfer that opened it: its close reaches the engine.
         _ = ccurl_easy_setopt_closesocket_fn(easy) { engine, fd in
-            if let engine { Unmanaged<Engine>.fromOpaque(engine).takeUnretainedValue().socketClosed(fd) }
+            if let engine { Unmanaged<Engine>.fromOpaque(engine)._withUnsafeGuaranteedRef { $0.socketClosed(fd) } }
             return close(fd)
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(engine).toOpaque())
@@ -362,12 +368,18 @@ final class Transfer {
     /// Sets the options of this attempt: those that differ from the previous attempt's (after a
     /// reset), then the URL, headers and body, which every attempt sets.
     private func configure(_ r: Request) {
-        if let path = r.outputPath {
+        // (A request whose settings are all defaults has no output file: its box is not read then.)
+        if r.hasOwnOptions, let path = r.outputPath {
             file = OutputFile(path: path)
             if r.outputResume { resumeFrom = OutputFile.resumableSize(path) }
         }
-        let wanted = r.transferOptions ?? options.flatMap { $0.same(as: r) ? $0 : nil } ?? Options(r)
-        r.transferOptions = wanted
+        let wanted: Options
+        if let known = r.transferOptions {
+            wanted = known
+        } else {
+            if let current = options, current.same(as: r) { wanted = current } else { wanted = Options(r) }
+            r.transferOptions = wanted
+        }
         if options !== wanted {
             if options != wanted {
                 if options != nil {
@@ -992,7 +1004,7 @@ final class Transfer {
             if let override { message = override }
         }
         let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
-                                url: url, message: message, attempts: request.attempts,
+                                url: consume url, message: consume message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
