@@ -81,7 +81,8 @@ extension Queue {
         let wakeDelivery: Bool? = monitor.withLock {
             if onlyIfNothingWaits, state.waitingCount > 0 { return nil }
             if threaded {
-                guard deliveryWaiting else { return false }
+                // (Nothing pending: the delivery thread took the events at the end of its batch.)
+                guard deliveryWaiting, !pending.isEmpty else { return false }
                 deliveryWaiting = false
                 return true
             }
