@@ -107,15 +107,18 @@
  *       suspend, resume, answers to challenges) is taken by the engine right after the
  *       callbacks, in the same turn, and calls on other queues behave as from any thread. The
  *       other modes are safer hosts for callbacks that wait (for a lock, a disk, another queue).
- * - Batching: under load, the engine thread hands the events it produces (completions, progress,
+ * - Batching: the engine thread hands the events it produces (completions, progress, heads,
  *   body pieces) to the delivery in batches, so that a busy queue does not wake the delivering
- *   thread once per event: a batch is handed over as soon as the engine has nothing else ready to
- *   do, and at the latest after 64 events or 1 ms. An idle queue thus delivers at once. (In
- *   inline mode nothing is handed over: the engine runs the callbacks itself after every turn of
- *   its loop, as libcurl multi's users run theirs after each perform.) A queue with no request waiting
- *   to start (its callbacks add the next ones, say) hands over the completions of each turn of the
- *   engine's loop at the end of that turn, so that the requests they add go out without waiting
- *   for the rest of the batch.
+ *   thread once per event. A queue with no request waiting to start (its callbacks add the next
+ *   ones, say) hands over what each turn of the engine's loop produced at the end of that turn,
+ *   so that the requests its callbacks add go out at once. A queue with requests waiting to start
+ *   (the engine starts the next one itself as each transfer ends) hands a batch over after 64
+ *   events or once its first event is 1 ms old (the engine's waits, counted in whole
+ *   milliseconds, end by then), and before the engine goes idle (no transfer running: the queue
+ *   suspended, say, or waiting for its rate limit). No event is thus held back more than 2 ms,
+ *   and an idle queue delivers at once. (In inline mode nothing is handed over: the engine runs
+ *   the callbacks itself after every turn of its loop, as libcurl multi's users run theirs after
+ *   each perform.)
  *   The other way round, what callbacks ask of their own queue's engine (requests they add that
  *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
  *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after
@@ -753,7 +756,7 @@ RQ_API void rq_snapshot_free(rq_request **requests);
 RQ_API rq_result rq_queue_cancel_all(rq_queue *queue);
 
 /** Dispatch mode: writes a file descriptor that is readable while callbacks are ready to run (see
- *  "Batching" above: the engine may hold a batch back for at most 1 ms). `rq_queue_dispatch`
+ *  "Batching" above: the engine may hold a batch back for at most 2 ms). `rq_queue_dispatch`
  *  makes it unreadable when it returns with no callback left (while it runs callbacks, it may
  *  still read as readable: another thread polling it then finds nothing to dispatch).
  *  It belongs to the queue (do not read, write or close it) and is valid until `rq_queue_free`.

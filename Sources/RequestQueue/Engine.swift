@@ -268,7 +268,7 @@ final class Engine: @unchecked Sendable {
             // the pipeline half empty: 26 -> 19 us CPU per request at K = 64, refill). Threaded and
             // dispatch delivery: likewise when no request waits to start, so that only the
             // callbacks can refill the pipeline (`signalOwedEvents`).
-            if queue.eventsOwed > 0 { queue.signalOwedEvents(onlyIfNothingWaits: inlineQueue == nil) }
+            let requestsWait = queue.eventsOwed > 0 && !queue.signalOwedEvents(onlyIfNothingWaits: inlineQueue == nil)
             let now = Clock.now()
             // Events owed for 1 ms go to the delivery now, whatever this turn does next: an engine
             // that always finds a command (the next start of a busy queue) never gets to block.
@@ -304,7 +304,14 @@ final class Engine: @unchecked Sendable {
             // as a start taken from the inbox would.
             if startedThisTurn > startedBeforePerform { continue }
             if inboxLock.withLock({ !inbox.isEmpty }) { continue }
-            if queue.eventsOwed > 0 {
+            if queue.eventsOwed > 0, requestsWait, !running.isEmpty {
+                // Requests wait to start: the engine starts the next one at each completion, and
+                // the callbacks are not on the way. The batch ripens to its 64 events or 1 ms while
+                // transfers run, this wait bounded by that deadline, rather than a hand-over before
+                // each wait (at K = 1, one per request: a futex call on each side, or the
+                // descriptor's write, poll and read). An engine going idle hands over first (below).
+                waitMs = min(waitMs, queue.eventsOwedDueInMs(now: now))
+            } else if queue.eventsOwed > 0 {
                 // Events this thread posted wait for the delivery: deliver them in batches while
                 // more work is ready, and before this thread blocks. (Nothing is ready when every
                 // running transfer, if any, has just sent its request: no look then, which at

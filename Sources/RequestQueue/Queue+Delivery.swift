@@ -64,22 +64,25 @@ extension Queue {
     /// With `onlyIfNothingWaits`, only when the scheduler has no request waiting to start (the
     /// engine calls it after each turn's completions): the queue then keeps K requests in flight
     /// only if the callbacks add the next ones (a refill-shaped client), whose adds would otherwise
-    /// wait for the rest of the batch. With requests waiting, the queue refills itself, and the
-    /// events wait for the batch (nothing else ready, 64 events or 1 ms: `Engine.run`). A
-    /// delivering thread already running a batch is not signalled: it takes the pending events
-    /// when that batch ends (bench/README.md, "when the engine hands a refill client its
-    /// completions").
-    func signalOwedEvents(onlyIfNothingWaits: Bool = false) {
+    /// wait for the rest of the batch. With requests waiting, the queue refills itself (the engine
+    /// starts the next one at each completion, the callbacks are not on the way), and the events
+    /// ripen to the batch point, 64 events or 1 ms, while transfers run (`Engine.run`): false is
+    /// returned then, true otherwise. A delivering thread already running a batch is not
+    /// signalled: it takes the pending events when that batch ends (bench/README.md, "when the
+    /// engine hands a refill client its completions").
+    @discardableResult
+    func signalOwedEvents(onlyIfNothingWaits: Bool = false) -> Bool {
         if delivery == .inline {
             eventsOwed = 0
             runInline()
-            return
+            return true
         }
-        guard eventsOwed > 0 else { return }
+        guard eventsOwed > 0 else { return true }
         let wakeDelivery: Bool? = monitor.withLock {
             if onlyIfNothingWaits, state.waitingCount > 0 { return nil }
             if threaded {
-                guard deliveryWaiting else { return false }
+                // (Nothing pending: the delivery thread took the events at the end of its batch.)
+                guard deliveryWaiting, !pending.isEmpty else { return false }
                 deliveryWaiting = false
                 return true
             }
@@ -89,10 +92,10 @@ extension Queue {
             eventFDLock.acquire()
             return true
         }
-        guard let wakeDelivery else { return }
+        guard let wakeDelivery else { return false }
         eventsOwed = 0
         engine.handedOver = true
-        guard wakeDelivery else { return }
+        guard wakeDelivery else { return true }
         if threaded {
             deliveryWake.post()
         } else {
@@ -100,7 +103,12 @@ extension Queue {
             _ = write(eventFD, &one, 8)
             eventFDLock.release()
         }
+        return true
     }
+
+    /// Engine thread: how long, in whole milliseconds rounded up, until the events it owes are
+    /// 1 ms old (`eventsOwedAreDue`): the longest the engine may block while a batch ripens.
+    func eventsOwedDueInMs(now: Double) -> Double { max(1, ((eventsOwedSince + 0.001 - now) * 1000).rounded(.up)) }
 
     /// Wakes whoever runs the pending events: the delivery thread, the host through the fd, or
     /// (inline mode, for a post from another thread) the engine through its inbox.

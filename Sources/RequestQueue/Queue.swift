@@ -66,7 +66,7 @@ final class Queue: @unchecked Sendable {
     /// there are), for the delivery thread in threaded mode.
     var pending = RingDeque<Event>()
     /// Engine thread only: events it posted without telling the delivery yet, and since when.
-    /// It tells it once per batch: when it has nothing else to do, or after 64 events or 1 ms.
+    /// It tells it once per batch (`signalOwedEvents`, `Engine.run`: "Batching" in the header).
     var eventsOwed = 0
     var eventsOwedSince = 0.0
     let eventFD: Int32

@@ -18,6 +18,15 @@
  * Then an engine with nothing running, and no add to wake it, must wake up for its own timers:
  * the rate limit's next start, a retry's delay (an idle engine waits on a semaphore with the
  * nearest deadline as its timeout; a wait that missed it would hang the test).
+ * Then a busy queue's batches (Queue.signalOwedEvents, Engine.run): at K = 1 with requests
+ * waiting to start, the engine lets the events of its running transfers gather (64 events or
+ * 1 ms) instead of handing them over before each wait. Nothing may be held while the engine
+ * waits: with the server holding a transfer's body and requests waiting, the completion before it
+ * and the held transfer's head must reach their callbacks, as must the completion of a waiting
+ * request cancelled meanwhile; with the queue then suspended (requests waiting, none can start)
+ * and the held transfer released, its completion must reach the callback while the engine idles.
+ * In dispatch mode the test thread runs the callbacks only when the descriptor says so. Both
+ * modes; a hold that is never handed over hangs, which the watchdog reports.
  * Then, with a single file descriptor left to the process (too few for libcurl's wake-up socket
  * pair), rq_queue_new must either fail with RQ_ERR_SYSTEM or give a queue whose engine can be
  * woken: a request added to it once descriptors are back completes.
@@ -30,6 +39,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdint.h>
 #include <sys/resource.h>
 
 enum { CHAINS = 4, ADDERS = 4, PER_SOURCE = 200, TOTAL = (CHAINS + ADDERS) * PER_SOURCE };
@@ -276,6 +286,98 @@ static void run_idle_timers(void) {
     printf("idle timers: %d requests completed\n", RATED + 1);
 }
 
+enum { RIPEN_WAITING = 3 };
+
+/* The requests of a batch test: 0 completes at once, 1 is held by the server (its head comes
+ * first), 2.. wait to start. */
+static atomic_int ripen_done[2 + RIPEN_WAITING], ripen_heads, ripen_outcome[2 + RIPEN_WAITING];
+
+static void on_ripen_done(void *context, rq_request *request, const rq_response *response) {
+    (void)request;
+    int index = (int)(intptr_t)context;
+    atomic_store(&ripen_outcome[index], (int)rq_response_outcome(response));
+    atomic_fetch_add(&ripen_done[index], 1);
+}
+
+static void on_ripen_head(void *context, rq_request *request, const rq_response *head) {
+    (void)context;
+    (void)request;
+    (void)head;
+    atomic_fetch_add(&ripen_heads, 1);
+}
+
+/* Until `cond`: threaded mode sleeps between looks; dispatch mode waits on the queue's descriptor
+ * and runs the callbacks only once it is readable (an event the engine holds back leaves it
+ * unreadable, and the watchdog fires). */
+#define RIPEN_WAIT(q, fd, cond, ...)                                                               \
+    do {                                                                                           \
+        double ripen_deadline_ = rqt_now() + WATCHDOG_SECONDS;                                     \
+        while (!(cond)) {                                                                          \
+            if (rqt_now() > ripen_deadline_) FAIL(__VA_ARGS__);                                    \
+            if ((fd) < 0) {                                                                        \
+                rqt_sleep(0.002);                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
+            struct pollfd ripen_poll_ = {.fd = (fd), .events = POLLIN};                            \
+            if (poll(&ripen_poll_, 1, 100) > 0) CHECK_OK(rq_queue_dispatch((q), 0, NULL));         \
+        }                                                                                          \
+    } while (0)
+
+static void run_ripening_batches(rq_delivery delivery, const char *name) {
+    enum { COUNT = 2 + RIPEN_WAITING };
+    rq_queue *q;
+    rq_request *requests[COUNT];
+    int fd = -1;
+    atomic_store(&ripen_heads, 0);
+    CHECK_OK(rq_queue_new(delivery, &q));
+    if (delivery == RQ_DELIVERY_DISPATCH) CHECK_OK(rq_queue_get_fd(q, &fd));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 1));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    for (int i = 0; i < COUNT; i++) {
+        atomic_store(&ripen_done[i], 0);
+        char *url = i == 1 ? rqt_url(base, "/hold?key=ripen-%s&n=16", name)
+                           : rqt_url(base, "/bytes?n=16&ripen=%s-%d", name, i);
+        CHECK_OK(rq_request_new(url, &requests[i]));
+        CHECK_OK(rq_request_set_completion(requests[i], on_ripen_done, (void *)(intptr_t)i, NULL));
+        if (i == 1) CHECK_OK(rq_request_set_head_callback(requests[i], on_ripen_head));
+        CHECK_OK(rq_add(q, requests[i]));
+        free(url);
+    }
+    /* The engine waits on the held transfer, requests waiting: what it produced before must come. */
+    RIPEN_WAIT(q, fd, atomic_load(&ripen_done[0]) == 1 && atomic_load(&ripen_heads) == 1,
+               "%s: the completion before a held transfer (%d) or its head (%d) held back while the engine waits",
+               name, atomic_load(&ripen_done[0]), atomic_load(&ripen_heads));
+    rq_request_state state;
+    CHECK_OK(rq_request_get_state(requests[1], &state));
+    CHECK(state == RQ_STATE_RUNNING, "%s: the held request is not running (state %d)", name, (int)state);
+    CHECK_OK(rq_cancel(requests[COUNT - 1]));
+    RIPEN_WAIT(q, fd, atomic_load(&ripen_done[COUNT - 1]) == 1, "%s: a cancelled waiting request never completed",
+               name);
+    CHECK(atomic_load(&ripen_outcome[COUNT - 1]) == RQ_OUTCOME_CANCELLED, "%s: the cancelled request's outcome is %d",
+          name, atomic_load(&ripen_outcome[COUNT - 1]));
+    /* Suspended: requests wait but none can start; the held transfer ends and the engine idles. */
+    CHECK_OK(rq_queue_suspend(q));
+    free(rqt_get(base, "/_/release?key=ripen-%s", name));
+    RIPEN_WAIT(q, fd, atomic_load(&ripen_done[1]) == 1,
+               "%s: the last completion before an idle, suspended engine was held back", name);
+    CHECK(atomic_load(&ripen_outcome[1]) == RQ_OUTCOME_OK, "%s: the held request's outcome is %d", name,
+          atomic_load(&ripen_outcome[1]));
+    for (int i = 2; i < COUNT - 1; i++) {
+        CHECK_OK(rq_request_get_state(requests[i], &state));
+        CHECK(state == RQ_STATE_WAITING && atomic_load(&ripen_done[i]) == 0,
+              "%s: request %d ran in a suspended queue (state %d)", name, i, (int)state);
+    }
+    CHECK_OK(rq_queue_resume(q));
+    CHECK_OK(rq_queue_wait_idle(q, WATCHDOG_SECONDS));
+    for (int i = 0; i < COUNT; i++) {
+        CHECK(atomic_load(&ripen_done[i]) == 1, "%s: request %d completed %d times", name, i,
+              atomic_load(&ripen_done[i]));
+        CHECK_OK(rq_request_free(requests[i]));
+    }
+    CHECK_OK(rq_queue_free(q));
+    printf("%s batches: nothing held while the engine waits or idles\n", name);
+}
+
 static atomic_int short_done;
 
 static void on_short_done(void *context, rq_request *request, const rq_response *response) {
@@ -336,6 +438,8 @@ int main(int argc, char **argv) {
     mode_index = 1;
     run_spin_chains(RQ_DELIVERY_DISPATCH, "dispatch");
     run_idle_timers();
+    run_ripening_batches(RQ_DELIVERY_THREADED, "threaded");
+    run_ripening_batches(RQ_DELIVERY_DISPATCH, "dispatch");
     run_with_one_descriptor_left();
     printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
