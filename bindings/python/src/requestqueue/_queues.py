@@ -358,7 +358,7 @@ class _QueueBase:
                 live = self._live
                 live[context] = req
                 _contexts[context] = self._self_ref
-                code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
+                code = lib.rq_add_url_with_summary(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
                 if code != 0:
                     req._queue = None
                     del live[context]
