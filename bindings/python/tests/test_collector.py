@@ -38,7 +38,7 @@ COUNTS = {"retained": 0, "released": 0, "made": 0, "freed": 0}
 # argument of the calls that take an array, else 1). A request accepted by the library gets one
 # completion, whose response arrives retained (the binding gives every request an
 # rq_summary_completion_fn): adding it counts that response as retained.
-COUNTED = {"rq_response_retain": (("retained",), False), "rq_response_retain_summary": (("retained",), True),
+COUNTED = {"rq_response_retain": (("retained",), False),
            "rq_response_release": (("released",), False), "rq_response_release_many": (("released",), False),
            "rq_request_new": (("made",), True), "rq_add_url_with_summary": (("made", "retained"), True),
            "rq_add": (("retained",), True),

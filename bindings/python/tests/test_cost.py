@@ -167,7 +167,7 @@ def test_add_by_url_does_what_request_does(server, options):
 
 
 # add(url) and add(url, on_complete=f) make, complete and add the request in one library call
-# (rq_add_url): the same request, and the same errors in the same order, as add(Request(url)).
+# (rq_add_url_with_summary): the same request, and the same errors in the same order, as add(Request(url)).
 URL_CASES = ["/echo", "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\0y/", "http://\udc80/", 5, None]
 
 

@@ -50,12 +50,6 @@ class CountingLib:
         self._retained(ptr)
         return self._lib.rq_response_retain(ptr)
 
-    def rq_response_retain_summary(self, ptr: Any, out: Any) -> int:
-        result = self._lib.rq_response_retain_summary(ptr, out)
-        if result == 0:
-            self._retained(ptr)
-        return result
-
     def rq_response_release_many(self, pointers: Any, count: int) -> None:
         for ptr in pointers[:count]:
             self._released(ptr)
