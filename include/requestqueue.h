@@ -48,8 +48,8 @@
  *   not reused within a process (a value could only recur after 2^32 reuses of one internal slot),
  *   so they can serve as keys in a binding's own tables.
  *   `rq_response *` is different: it is a borrowed pointer, valid only during the callback that
- *   received it (or longer with `rq_response_retain`), and is not checked (NULL is, and gives a
- *   neutral value).
+ *   received it (or longer with `rq_response_retain`; an `rq_summary_completion_fn` receives its
+ *   response retained), and is not checked (NULL is, and gives a neutral value).
  * - Ownership. `_new` creates a handle that the caller owns and releases with `_free`. Freeing
  *   NULL is a harmless no-op returning RQ_OK. Strings and buffers passed in are copied before the
  *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
@@ -127,7 +127,7 @@
  *   it spins for one idle wait in 64), so a queue whose callbacks add nothing costs next to no
  *   CPU for it.
  * - A request's callbacks all receive the same `context` pointer, given with
- *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
+ *   `rq_request_set_completion` (or `rq_request_set_summary_completion`). Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`
  *   for a request that was never accepted by a queue); after it, no callback uses the context.
  * - Order of events for one request: progress callbacks (if any), then possibly authentication
