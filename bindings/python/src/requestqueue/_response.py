@@ -88,15 +88,11 @@ def _summary(ptr: Any) -> Response:
         fields["body"] = _buffer(pair[0].body, length)[:] if length else b""
     finally:
         _summaries.append(pair)
-    _set_figures(fields, outcome_code, status, http_version)
-    return response
-
-
-def _set_figures(fields: Dict[str, Any], outcome_code: int, status: int, http_version: int) -> None:
     fields["status"] = status
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
     fields["http_version"] = http_version
+    return response
 
 
 def _completed(ptr: Any, outcome_code: int, status: int, http_version: int, body: Any, length: int) -> Response:
@@ -109,7 +105,9 @@ def _completed(ptr: Any, outcome_code: int, status: int, http_version: int, body
     eager = length > _EAGER_BODY
     try:
         fields["body"] = _unpack(body, length) if length else b""
-        _set_figures(fields, outcome_code, status, http_version)
+        fields["status"] = status
+        fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK  # (as _summary)
+        fields["http_version"] = http_version
         if eager:
             _copy_lazy_parts(ptr, fields)
     except BaseException as exc:  # noqa: BLE001 - no memory for the copy, ...: should not happen
