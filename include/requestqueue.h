@@ -48,8 +48,8 @@
  *   not reused within a process (a value could only recur after 2^32 reuses of one internal slot),
  *   so they can serve as keys in a binding's own tables.
  *   `rq_response *` is different: it is a borrowed pointer, valid only during the callback that
- *   received it (or longer with `rq_response_retain`), and is not checked (NULL is, and gives a
- *   neutral value).
+ *   received it (or longer with `rq_response_retain`; an `rq_summary_completion_fn` receives its
+ *   response retained), and is not checked (NULL is, and gives a neutral value).
  * - Ownership. `_new` creates a handle that the caller owns and releases with `_free`. Freeing
  *   NULL is a harmless no-op returning RQ_OK. Strings and buffers passed in are copied before the
  *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
@@ -130,7 +130,7 @@
  *   it spins for one idle wait in 64), so a queue whose callbacks add nothing costs next to no
  *   CPU for it.
  * - A request's callbacks all receive the same `context` pointer, given with
- *   `rq_request_set_completion`. Its optional `context_free` finalizer is called exactly once, on
+ *   `rq_request_set_completion` (or `rq_request_set_summary_completion`). Its optional `context_free` finalizer is called exactly once, on
  *   the delivering thread, right after the completion callback returns (or by `rq_request_free`
  *   for a request that was never accepted by a queue); after it, no callback uses the context.
  * - Order of events for one request: progress callbacks (if any), then possibly authentication
@@ -936,9 +936,10 @@ RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t 
  *  file"), whatever the URL's scheme. */
 RQ_API rq_result rq_request_set_ca_file(rq_request *request, const char *path);
 
-/** Sets the completion callback and the context given to every callback of this request, with
- *  an optional finalizer for the context. `fn` may be NULL (no completion callback; the finalizer
- *  still runs when the request completes). */
+/** Sets the completion callback (replacing one set by `rq_request_set_summary_completion`) and
+ *  the context given to every callback of this request, with an optional finalizer for the
+ *  context. `fn` may be NULL (no completion callback; the finalizer still runs when the request
+ *  completes). */
 RQ_API rq_result rq_request_set_completion(rq_request *request, rq_completion_fn fn, void *context,
                                            rq_context_free_fn context_free);
 
@@ -1540,6 +1541,31 @@ RQ_API rq_result rq_response_metrics(const rq_response *response, rq_metrics *ou
  *  freed). */
 RQ_API rq_result rq_add_url(rq_queue *queue, const char *url, rq_completion_fn completion, void *context,
                             rq_context_free_fn context_free, rq_request **out_request);
+
+/** A completion that receives its response retained, with the figures `rq_response_get_summary`
+ *  would read (`outcome`, `status`, `http_version`, and the body: `body`, never NULL, and
+ *  `body_size`) as arguments: what an `rq_completion_fn` that calls `rq_response_retain_summary`
+ *  gets, with no call into the library. Called exactly once per accepted request, when and where
+ *  an `rq_completion_fn` would be, `request` valid during the call as for one. The callback owns
+ *  one reference to `response`: release it with `rq_response_release` or
+ *  `rq_response_release_many`, during the callback or at any time after, from any thread (until
+ *  then, `response` and `body` stay valid and readable with every `rq_response_*` function). */
+typedef void (*rq_summary_completion_fn)(void *context, rq_request *request, rq_response *response,
+                                         rq_outcome outcome, int status, int http_version,
+                                         const uint8_t *body, size_t body_size);
+
+/** `rq_request_set_completion` with an `rq_summary_completion_fn`: sets the request's completion
+ *  callback (replacing one set by either function; a request has one completion callback), the
+ *  context given to every callback of the request and its optional finalizer. `fn` may be NULL (no
+ *  completion callback). Errors: those of `rq_request_set_completion`. */
+RQ_API rq_result rq_request_set_summary_completion(rq_request *request, rq_summary_completion_fn fn, void *context,
+                                                   rq_context_free_fn context_free);
+
+/** `rq_add_url` with an `rq_summary_completion_fn`: a GET of `url` with that completion, its
+ *  context and finalizer, added to `queue`, in one call, with the results, errors and
+ *  out-parameter of `rq_add_url`. */
+RQ_API rq_result rq_add_url_with_summary(rq_queue *queue, const char *url, rq_summary_completion_fn completion,
+                                         void *context, rq_context_free_fn context_free, rq_request **out_request);
 
 /** `rq_response_get_summary`, and the response retained as by `rq_response_retain` when it
  *  returns RQ_OK (release it with `rq_response_release` or `rq_response_release_many`): the

@@ -571,6 +571,7 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
                                                          _ contextFree: rq_context_free_fn?) -> rq_result {
     configure(pointer) { r in
         r.completion = fn
+        r.summaryCompletion = nil
         r.context = context
         r.contextFree = contextFree
         return RQ_OK

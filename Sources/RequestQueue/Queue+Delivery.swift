@@ -256,12 +256,16 @@ extension Queue {
             fn(request.context, request.pointer, progressValue(done: done, total: total), done, total)
         }
         request.completionDelivered = true
-        if let fn = request.completion {
+        if request.completion != nil || request.summaryCompletion != nil {
             let response: Response = switch completion {
             case let .response(response): response
             case let .cancelled(reason, attempts): .cancelled(request, attempts: Int(attempts), message: reason.message)
             }
-            fn(request.context, request.pointer, response.pointer)
+            if let fn = request.completion {
+                fn(request.context, request.pointer, response.pointer)
+            } else if let fn = request.summaryCompletion {
+                callSummaryCompletion(fn, request, response)
+            }
         }
         if let free = request.contextFree { free(request.context) }
     }

@@ -98,7 +98,9 @@ final class Request: @unchecked Sendable {
     var connectTimeout = 30.0
     var idleTimeout = TransferWatch.defaultIdleTimeout
     var watchLimits: TransferWatch.Limits { TransferWatch.Limits(idle: idleTimeout, headers: headerTimeout, lowSpeed: lowSpeed) }
+    /// The completion callback: at most one of these two is set (see `rq_request_set_summary_completion`).
     var completion: rq_completion_fn?
+    var summaryCompletion: rq_summary_completion_fn?
     var context: UnsafeMutableRawPointer?
     var contextFree: rq_context_free_fn?
     /// scheme://host:port, the unit of per-host limits; made when first needed (under the

@@ -95,6 +95,109 @@ static void test_add_url(const char *base, rq_delivery delivery) {
         free(urls[i]);
 }
 
+/* rq_summary_completion_fn: each request, added by URL (rq_add_url_with_summary) or made whole
+ * (rq_request_set_summary_completion, which replaces an rq_completion_fn set before), completes
+ * once with its own response, retained for the callback, whose arguments are its summary: checked
+ * against rq_response_get_summary after the callback, and the response readable until released.
+ * A cancelled request gets one too (a response made for the cancellation). */
+struct summary_slot {
+    atomic_int completions;
+    atomic_int finalized;
+    int finalized_after_completion;
+    rq_request *seen;
+    rq_response *response;
+    rq_outcome outcome;
+    int status, http_version;
+    const uint8_t *body;
+    size_t body_size;
+};
+
+static struct summary_slot summary_slots[N];
+
+static void on_summary(void *context, rq_request *request, rq_response *response, rq_outcome outcome, int status,
+                       int http_version, const uint8_t *body, size_t body_size) {
+    struct summary_slot *s = context;
+    s->seen = request;
+    s->response = response;
+    s->outcome = outcome;
+    s->status = status;
+    s->http_version = http_version;
+    s->body = body;
+    s->body_size = body_size;
+    atomic_fetch_add(&s->completions, 1);
+}
+
+static void on_summary_free(void *context) {
+    struct summary_slot *s = context;
+    s->finalized_after_completion = atomic_load(&s->completions) == 1;
+    atomic_fetch_add(&s->finalized, 1);
+}
+
+static void never_called(void *context, rq_request *request, const rq_response *response) {
+    (void)context;
+    (void)request;
+    (void)response;
+    FAIL("the completion replaced by rq_request_set_summary_completion was called");
+}
+
+static void test_summary_completion(const char *base, rq_delivery delivery) {
+    rq_queue *q;
+    CHECK_OK(rq_queue_new(delivery, &q));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 8));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    rq_request *handles[N];
+    for (int i = 0; i < N; i++) {
+        memset(&summary_slots[i], 0, sizeof summary_slots[i]);
+        /* The last one waits on a held path and is cancelled. */
+        urls[i] = i == N - 1 ? rqt_url(base, "/hold?key=summary-%d&n=1", (int)delivery)
+                             : rqt_url(base, "/bytes?n=%d&summary=%d-%d", i + 1, (int)delivery, i);
+        if (i % 2 == 0) {
+            CHECK_OK(rq_add_url_with_summary(q, urls[i], on_summary, &summary_slots[i], on_summary_free, &handles[i]));
+        } else {
+            CHECK_OK(rq_request_new(urls[i], &handles[i]));
+            CHECK_OK(rq_request_set_completion(handles[i], never_called, NULL, NULL));
+            CHECK_OK(rq_request_set_summary_completion(handles[i], on_summary, &summary_slots[i], on_summary_free));
+            CHECK_OK(rq_add(q, handles[i]));
+        }
+    }
+    CHECK_OK(rq_cancel(handles[N - 1]));
+    CHECK_OK(rq_queue_wait_idle(q, 60));
+    for (int i = 0; i < N; i++) {
+        struct summary_slot *s = &summary_slots[i];
+        CHECK(atomic_load(&s->completions) == 1, "request %d completed %d times", i, atomic_load(&s->completions));
+        CHECK(atomic_load(&s->finalized) == 1 && s->finalized_after_completion, "request %d: finalizer %d, after: %d", i,
+              atomic_load(&s->finalized), s->finalized_after_completion);
+        CHECK(s->seen == handles[i], "request %d: the completion got another handle", i);
+        /* After the callback: the response is still the caller's, and says what the arguments said. */
+        rq_response_summary summary = {.size = sizeof summary};
+        CHECK_OK(rq_response_get_summary(s->response, &summary));
+        CHECK(summary.outcome == s->outcome && summary.status == s->status && summary.http_version == s->http_version &&
+                  summary.body == s->body && summary.body_size == s->body_size,
+              "request %d: the arguments differ from the response's summary", i);
+        if (i == N - 1) {
+            CHECK(s->outcome == RQ_OUTCOME_CANCELLED && s->status == 0 && s->body != NULL && s->body_size == 0,
+                  "cancelled request: outcome %d status %d body %p/%zu", (int)s->outcome, s->status, (void *)s->body,
+                  s->body_size);
+        } else {
+            CHECK(s->outcome == RQ_OUTCOME_OK && s->status == 200 && s->http_version == 11,
+                  "request %d: outcome %d status %d version %d", i, (int)s->outcome, s->status, s->http_version);
+            CHECK(s->body_size == (size_t)i + 1 && rqt_is_pattern(s->body, (size_t)i + 1), "request %d: body of %zu bytes",
+                  i, s->body_size);
+            CHECK(strcmp(rq_response_url(s->response), urls[i]) == 0, "request %d: url %s", i, rq_response_url(s->response));
+        }
+        if (i % 2 == 0)
+            rq_response_release(s->response);
+        CHECK_OK(rq_request_free(handles[i]));
+    }
+    const rq_response *rest[N / 2];
+    for (int i = 1, n = 0; i < N; i += 2)
+        rest[n++] = summary_slots[i].response;
+    rq_response_release_many(rest, N / 2);
+    CHECK_OK(rq_queue_free(q));
+    for (int i = 0; i < N; i++)
+        free(urls[i]);
+}
+
 /* A refused rq_add_url makes nothing: no handle, no callback, no finalizer. */
 static void test_refused(const char *base) {
     rq_queue *q;
@@ -121,6 +224,9 @@ int main(int argc, char **argv) {
     const char *base = rqt_base_url(argc, argv);
     test_add_url(base, RQ_DELIVERY_THREADED);
     test_add_url(base, RQ_DELIVERY_DISPATCH); /* (rq_queue_wait_idle runs the callbacks) */
+    test_summary_completion(base, RQ_DELIVERY_THREADED);
+    test_summary_completion(base, RQ_DELIVERY_DISPATCH);
+    test_summary_completion(base, RQ_DELIVERY_INLINE);
     test_refused(base);
     printf("test_batch: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;

@@ -326,8 +326,10 @@ static void closed_rows(void *context, rq_request *request, const rq_response *r
     rq_request *unchanged = late;
     ROW(rq_add_url, STATE, "to a queue being freed (from a completion inside rq_queue_free)", RQ_ERR_QUEUE_CLOSED,
         rq_add_url(c->queue, "http://127.0.0.1:1/", NULL, NULL, NULL, &unchanged));
+    ROW(rq_add_url_with_summary, STATE, "to a queue being freed (from a completion inside rq_queue_free)", RQ_ERR_QUEUE_CLOSED,
+        rq_add_url_with_summary(c->queue, "http://127.0.0.1:1/", NULL, NULL, NULL, &unchanged));
     if (unchanged != late)
-        FAIL("rq_add_url wrote its out-parameter on an error");
+        FAIL("rq_add_url or rq_add_url_with_summary wrote its out-parameter on an error");
     atomic_fetch_add(&c->done, 1);
 }
 
@@ -580,6 +582,37 @@ static void rows_queues(void) {
         CHECK_OK(rq_queue_suspend(held));
         ROWV(rq_add_url, VALID, "a suspended queue, no completion", "RQ_OK, a request waiting in it",
              rq_add_url(held, "http://127.0.0.1:1/", NULL, NULL, NULL, &out) == RQ_OK && out != NULL &&
+                 rq_cancel(out) == RQ_OK);
+        CHECK_OK(rq_request_free(out));
+        CHECK_OK(rq_queue_free(held));
+    }
+
+    /* rq_add_url_with_summary: rq_add_url's checks, with its own name in the messages */
+    {
+        rq_request *out = NULL;
+        ROW(rq_add_url_with_summary, NULL, "queue NULL", RQ_ERR_NULL_ARGUMENT,
+            rq_add_url_with_summary(NULL, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, NULL, "url NULL", RQ_ERR_NULL_ARGUMENT, rq_add_url_with_summary(q, NULL, NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, NULL, "out_request NULL", RQ_ERR_NULL_ARGUMENT,
+            rq_add_url_with_summary(q, "http://127.0.0.1:1/", NULL, NULL, NULL, NULL));
+        ROW(rq_add_url_with_summary, FREED, "a freed queue", RQ_ERR_INVALID_HANDLE,
+            rq_add_url_with_summary(freed, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, FOREIGN, "a request handle as the queue", RQ_ERR_INVALID_HANDLE,
+            rq_add_url_with_summary(as_queue, "http://127.0.0.1:1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, INVALID, "url \"not a url\"", RQ_ERR_INVALID_URL,
+            rq_add_url_with_summary(q, "not a url", NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, INVALID, "url ftp://", RQ_ERR_UNSUPPORTED_SCHEME,
+            rq_add_url_with_summary(q, "ftp://127.0.0.1/", NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, INVALID, "a 1 MiB url", RQ_ERR_INVALID_URL, rq_add_url_with_summary(q, huge_string, NULL, NULL, NULL, &out));
+        ROW(rq_add_url_with_summary, INVALID, "a bad url to a freed queue (the url is checked first)", RQ_ERR_INVALID_URL,
+            rq_add_url_with_summary(freed, "not a url", NULL, NULL, NULL, &out));
+        if (out != NULL)
+            FAIL("rq_add_url_with_summary wrote its out-parameter on an error");
+        rq_queue *held;
+        CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &held));
+        CHECK_OK(rq_queue_suspend(held));
+        ROWV(rq_add_url_with_summary, VALID, "a suspended queue, no completion", "RQ_OK, a request waiting in it",
+             rq_add_url_with_summary(held, "http://127.0.0.1:1/", NULL, NULL, NULL, &out) == RQ_OK && out != NULL &&
                  rq_cancel(out) == RQ_OK);
         CHECK_OK(rq_request_free(out));
         CHECK_OK(rq_queue_free(held));
@@ -887,6 +920,16 @@ static void rows_requests(void) {
     ROW(rq_request_set_completion, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_set_completion(freed, NULL, NULL, NULL));
     ROW(rq_request_set_completion, FOREIGN, "UINTPTR_MAX", RQ_ERR_INVALID_HANDLE, rq_request_set_completion(foreign(3), NULL, NULL, NULL));
     ROW(rq_request_set_completion, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN, rq_request_set_completion(frozen, NULL, NULL, NULL));
+    ROW(rq_request_set_summary_completion, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT,
+        rq_request_set_summary_completion(NULL, NULL, NULL, NULL));
+    ROW(rq_request_set_summary_completion, VALID, "fn, context and finalizer NULL", RQ_OK,
+        rq_request_set_summary_completion(r, NULL, NULL, NULL));
+    ROW(rq_request_set_summary_completion, FREED, "a freed request", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_summary_completion(freed, NULL, NULL, NULL));
+    ROW(rq_request_set_summary_completion, FOREIGN, "UINTPTR_MAX", RQ_ERR_INVALID_HANDLE,
+        rq_request_set_summary_completion(foreign(3), NULL, NULL, NULL));
+    ROW(rq_request_set_summary_completion, STATE, "a frozen request", RQ_ERR_REQUEST_FROZEN,
+        rq_request_set_summary_completion(frozen, NULL, NULL, NULL));
     ROW(rq_request_set_upload_progress, NULL, "request NULL", RQ_ERR_NULL_ARGUMENT, rq_request_set_upload_progress(NULL, NULL));
     ROW(rq_request_set_upload_progress, VALID, "fn NULL (removes)", RQ_OK, rq_request_set_upload_progress(r, NULL));
     ROW(rq_request_set_upload_progress, FREED, "a freed request", RQ_ERR_INVALID_HANDLE, rq_request_set_upload_progress(freed, NULL));

@@ -34,12 +34,15 @@ def on_gc(phase, info):
     (collecting.add if phase == "start" else collecting.discard)(threading.get_ident())
 gc.callbacks.append(on_gc)
 COUNTS = {"retained": 0, "released": 0, "made": 0, "freed": 0}
-# What each call makes or lets go of: (counter, only when it returns 0, how many: the count
-# argument of the calls that take an array, else 1).
-COUNTED = {"rq_response_retain": ("retained", False), "rq_response_retain_summary": ("retained", True),
-           "rq_response_release": ("released", False), "rq_response_release_many": ("released", False),
-           "rq_request_new": ("made", True), "rq_add_url": ("made", True),
-           "rq_request_free": ("freed", False), "rq_request_free_many": ("freed", False)}
+# What each call makes or lets go of: (counters, only when it returns 0, how many: the count
+# argument of the calls that take an array, else 1). A request accepted by the library gets one
+# completion, whose response arrives retained (the binding gives every request an
+# rq_summary_completion_fn): adding it counts that response as retained.
+COUNTED = {"rq_response_retain": (("retained",), False),
+           "rq_response_release": (("released",), False), "rq_response_release_many": (("released",), False),
+           "rq_request_new": (("made",), True), "rq_add_url_with_summary": (("made", "retained"), True),
+           "rq_add": (("retained",), True),
+           "rq_request_free": (("freed",), False), "rq_request_free_many": (("freed",), False)}
 class WatchedLib:
     def __init__(self, lib):
         self._lib = lib
@@ -52,9 +55,10 @@ class WatchedLib:
                 IN_GC.append(name)
             result = function(*args)
             if name in COUNTED:
-                counter, on_success = COUNTED[name]
+                counters, on_success = COUNTED[name]
                 if not (on_success and result != 0):
-                    COUNTS[counter] += args[1] if name.endswith("_many") else 1
+                    for counter in counters:
+                        COUNTS[counter] += args[1] if name.endswith("_many") else 1
             return result
         return call
 class WatchedLock:

@@ -51,9 +51,10 @@ def per_request(counter: CallCounter) -> Counter[str]:
 
 N = 50
 # A request added by URL, completed, read (status, outcome, body) and dropped: made, given its
-# completion and added in one call; its response read and retained in one call for the fields read
-# later; both released once dropped, with the others dropped meanwhile (one call for each kind).
-EXPECTED = {"rq_add_url": N, "rq_response_retain_summary": N}
+# completion and added in one call; its response arrives retained, with its status, outcome and
+# body, in the completion's arguments (no call); both released once dropped, with the others
+# dropped meanwhile (one call for each kind).
+EXPECTED = {"rq_add_url_with_summary": N}
 RELEASED = {"rq_response_release_many": N, "rq_request_free_many": N}
 
 
@@ -87,6 +88,24 @@ def test_library_calls_per_request(server, counter, kind):
     assert calls == EXPECTED
     # Released in batches: every one exactly once, in at most one call per request.
     assert counter.items == RELEASED and all(1 <= n <= N for n in releases.values()) and len(releases) == 2
+
+
+def test_library_calls_per_request_added_whole(server, counter):
+    """A Request added whole: made, given its completion, added; its response arrives retained
+    with its summary in the completion's arguments, as for one added by URL."""
+    seen = []
+    with rq.Queue(max_concurrent=8, duplicates="allow") as q:
+        for _ in range(N):
+            q.add(rq.Request(server.url("/bytes?n=10"), on_complete=lambda r: seen.append(
+                (r.response.status, r.response.outcome, r.response.body, r.response.http_version))))
+        q.wait()
+    gc.collect()
+    runtime._drain()
+    assert seen == [(200, rq.Outcome.OK, b"abcdefghij", 11)] * N
+    calls = per_request(counter)
+    releases = {name: calls.pop(name) for name in RELEASED if name in calls}
+    assert calls == {"rq_request_new": N, "rq_request_set_summary_completion": N, "rq_add": N}
+    assert counter.items == RELEASED and len(releases) == 2
 
 
 def test_reading_every_field_adds_the_calls_of_those_fields_only(server, counter):
@@ -148,7 +167,7 @@ def test_add_by_url_does_what_request_does(server, options):
 
 
 # add(url) and add(url, on_complete=f) make, complete and add the request in one library call
-# (rq_add_url): the same request, and the same errors in the same order, as add(Request(url)).
+# (rq_add_url_with_summary): the same request, and the same errors in the same order, as add(Request(url)).
 URL_CASES = ["/echo", "not a url", "http://a b/", "ftp://127.0.0.1/", "http://x\0y/", "http://\udc80/", 5, None]
 
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Set
 import pytest
 
 import requestqueue as rq
+import requestqueue._callbacks as callbacks_module
 import requestqueue._native as native
 import requestqueue._response as response_module
 import requestqueue._runtime as runtime
@@ -26,7 +27,8 @@ LAZY = ("url", "headers", "message", "attempts", "metrics")
 
 
 class CountingLib:
-    """The library, with its calls to rq_response_retain / rq_response_release counted (releases
+    """The library, with its calls to rq_response_retain / rq_response_release, and the responses
+    that completions receive retained, counted (releases
     only of the responses retained through it: responses of earlier tests may be collected
     meanwhile)."""
 
@@ -47,12 +49,6 @@ class CountingLib:
     def rq_response_retain(self, ptr: Any) -> Any:
         self._retained(ptr)
         return self._lib.rq_response_retain(ptr)
-
-    def rq_response_retain_summary(self, ptr: Any, out: Any) -> int:
-        result = self._lib.rq_response_retain_summary(ptr, out)
-        if result == 0:
-            self._retained(ptr)
-        return result
 
     def rq_response_release_many(self, pointers: Any, count: int) -> None:
         for ptr in pointers[:count]:
@@ -80,6 +76,13 @@ class CountingLib:
 @pytest.fixture
 def counting(monkeypatch):
     counting = patch_lib(monkeypatch, CountingLib(native.lib))
+    completed = callbacks_module._completed
+
+    def counted(ptr: Any, *summary: Any) -> rq.Response:  # a completion's response arrives retained
+        counting._retained(ptr)
+        return completed(ptr, *summary)
+
+    monkeypatch.setattr(callbacks_module, "_completed", counted)
     yield counting
     gc.collect()
     runtime._drain()  # (what the collector lets go of is released at the next call into the binding)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from ._native import ADDED_COMPLETION, ffi, lib
+from ._native import ADDED_COMPLETION, SUMMARY_COMPLETION, ffi, lib
+from ._response import _completed
 from ._runtime import _contexts, _registry, _unexpected
 
 if TYPE_CHECKING:
@@ -19,24 +20,32 @@ def _live_request(context: Any) -> Optional["Request"]:
     return ref() if ref is not None else None  # (None: collected with its dropped queue)
 
 
-def _on_completion(context: Any, request: Any, response: Any) -> None:
+def _on_completion(context: Any, request: Any, response: Any, outcome: int, status: int, http_version: int,
+                   body: Any, size: int) -> None:
+    """The completion of a request added whole (see SUMMARY_COMPLETION): `response` arrives
+    retained, with its figures; _completed keeps it in the Response, or lets it go."""
     ref = _registry.pop(context, None)
     req = ref() if ref is not None else None
     if req is not None:
-        req._complete(response)
+        req._complete(_completed(response, outcome, status, http_version, body, size))
+    else:
+        lib.rq_response_release(response)
 
 
-def _on_added_completion(context: int, request: int, response: Any) -> None:
-    """The completion of a request added with rq_add_url (see Queue.add and ADDED_COMPLETION):
-    its context is the integer its queue is registered under in _contexts, and the key of the
-    request in that queue's _live."""
+def _on_added_completion(context: int, request: int, response: Any, outcome: int, status: int,
+                         http_version: int, body: Any, size: int) -> None:
+    """The completion of a request added with rq_add_url_with_summary (see Queue.add and
+    ADDED_COMPLETION): its context is the integer its queue is registered under in _contexts, and
+    the key of the request in that queue's _live."""
     ref = _contexts.pop(context, None)
     if ref is not None:
         queue = ref()
         if queue is not None:
             req = queue._live.get(context)
             if req is not None:
-                req._complete(response)
+                req._complete(_completed(response, outcome, status, http_version, body, size))
+                return
+    lib.rq_response_release(response)  # (nobody is left to read it)
 
 
 def _on_upload(context: Any, request: Any, progress: float, done: int, total: int) -> None:
@@ -72,7 +81,7 @@ def _on_body(context: Any, request: Any, data: Any, size: int, offset: int) -> i
     return 0  # a callback that raised has already cancelled the request
 
 
-_completion_cb: Any = ffi.callback("rq_completion_fn", _on_completion, onerror=_unexpected)
+_completion_cb: Any = ffi.callback(SUMMARY_COMPLETION, _on_completion, onerror=_unexpected)
 _added_completion_cb: Any = ffi.callback(ADDED_COMPLETION, _on_added_completion, onerror=_unexpected)
 _body_cb: Any = ffi.callback("rq_data_fn", _on_body, error=0, onerror=_unexpected)
 _head_cb: Any = ffi.callback("rq_head_fn", _on_head, onerror=_unexpected)

@@ -129,13 +129,17 @@ def load(environ: Mapping[str, str] = os.environ,
 class _Functions:
     """The library's functions and constants as plain attributes. (cffi's library object finds
     them through a __getattr__ hook, which makes every ``lib.rq_...`` read several times slower:
-    the binding makes seven calls per request.)"""
+    the binding makes several calls per request.)"""
 
 
-#: The completion callback of the requests the binding adds with ``rq_add_url`` (see
-#: _callbacks._on_added_completion): ``rq_completion_fn`` with its context, and the request, as
-#: pointer-sized integers.
-ADDED_COMPLETION = "void(*)(intptr_t, intptr_t, const rq_response *)"
+#: The completion callback of every request (``rq_summary_completion_fn``: the response retained,
+#: with its outcome, status, HTTP version and body as arguments), as the binding receives it: the
+#: body as ``const char *`` (the same pointer as the header's ``const uint8_t *``; cffi copies a
+#: ``char`` array into bytes at once, a ``uint8_t`` one into a list). See _callbacks.
+SUMMARY_COMPLETION = "void(*)(void *, rq_request *, rq_response *, int, int, int, const char *, size_t)"
+#: The same for the requests the binding adds with ``rq_add_url_with_summary`` (see
+#: _callbacks._on_added_completion), with the context and the request as pointer-sized integers.
+ADDED_COMPLETION = "void(*)(intptr_t, intptr_t, rq_response *, int, int, int, const char *, size_t)"
 
 
 def _resolved(ffi_: FFI, library: Any) -> Any:
@@ -145,14 +149,19 @@ def _resolved(ffi_: FFI, library: Any) -> Any:
             setattr(functions, name, getattr(library, name))
         except AttributeError:  # declared by the header, absent from the library: fails when used
             pass
-    # rq_add_url called with its context as an integer (a counter's value, see Queue.add), and
-    # given a completion that receives it as one: a pointer-sized integer is passed as a pointer
-    # is (in the same register or stack slot, on every ABI the library builds for), and cffi
-    # converts an integer far more cheaply than it makes or reads a `void *` cdata.
-    if hasattr(functions, "rq_add_url"):
-        functions.rq_add_url = ffi_.cast(
+    # rq_add_url_with_summary called with its context as an integer (a counter's value, see
+    # Queue.add), and given a completion that receives it as one: a pointer-sized integer is
+    # passed as a pointer is (in the same register or stack slot, on every ABI the library builds
+    # for), and cffi converts an integer far more cheaply than it makes or reads a `void *` cdata.
+    # (The completion's rq_outcome is passed as the int it is, its body as a `const char *`.)
+    if hasattr(functions, "rq_add_url_with_summary"):
+        functions.rq_add_url_with_summary = ffi_.cast(
             f"rq_result(*)(rq_queue *, const char *, {ADDED_COMPLETION}, intptr_t, rq_context_free_fn, "
-            "rq_request **)", functions.rq_add_url)
+            "rq_request **)", functions.rq_add_url_with_summary)
+    if hasattr(functions, "rq_request_set_summary_completion"):
+        functions.rq_request_set_summary_completion = ffi_.cast(
+            f"rq_result(*)(rq_request *, {SUMMARY_COMPLETION}, void *, rq_context_free_fn)",
+            functions.rq_request_set_summary_completion)
     return functions
 
 

@@ -52,7 +52,7 @@ _new_ref = weakref.ref
 _PLAIN_OPTIONS = Request._PLAIN_OPTIONS
 _new_request = object.__new__
 _NULL = ffi.NULL
-# What rq_add_url returns for its URL, as rq_request_new does (see Request._begin).
+# What rq_add_url_with_summary returns for its URL, as rq_request_new does (see Request._begin).
 _URL_ERRORS = frozenset((lib.RQ_ERR_INVALID_URL, lib.RQ_ERR_UNSUPPORTED_SCHEME, lib.RQ_ERR_OUT_OF_MEMORY))
 
 
@@ -322,7 +322,7 @@ class _QueueBase:
         if type(request) is str and (not kwargs or (len(kwargs) == 1 and "on_complete" in kwargs)) \
                 and not self._closed and "\0" not in request:
             # add(url) or add(url, on_complete=f): what Request(url, on_complete=f) and add() below
-            # do (the same errors, in the same order), in one call of the library (rq_add_url).
+            # do (the same errors, in the same order), in one call of the library (rq_add_url_with_summary).
             # (Written here rather than in a method of its own: one Python call fewer per request.)
             url = request
             if _releases or _response_releases:
@@ -358,7 +358,7 @@ class _QueueBase:
                 live = self._live
                 live[context] = req
                 _contexts[context] = self._self_ref
-                code = lib.rq_add_url(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
+                code = lib.rq_add_url_with_summary(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
                 if code != 0:
                     req._queue = None
                     del live[context]

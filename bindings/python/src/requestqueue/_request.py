@@ -56,9 +56,9 @@ from ._errors import (
     RequestError,
 )
 from ._native import RQ_ERR_INVALID_HANDLE, RQ_ERR_NOT_ACTIVE, check, ffi, lib, raise_result
-from ._response import _copy_response, _summary
+from ._response import _copy_response
 from ._runtime import _drain, _gcp, _release_later, _releases, _response_releases
-from ._types import Headers, HeadersInput, Outcome, Priority, Progress, Response, State
+from ._types import HeadersInput, Outcome, Priority, Progress, Response, State
 
 if TYPE_CHECKING:
     from ._async_queue import AsyncQueue
@@ -503,7 +503,7 @@ class Request:
 
     def _set_completion(self) -> None:
         # The handle is the context of the callbacks (see _registry).
-        code = lib.rq_request_set_completion(self._handle, _completion_cb, self._handle, _NULL)
+        code = lib.rq_request_set_summary_completion(self._handle, _completion_cb, self._handle, _NULL)
         if code:
             raise_result(code, "completion")
 
@@ -898,12 +898,9 @@ class Request:
                     pass
             self._callback_failed(exc, "auth")
 
-    def _complete(self, response_ptr: Any) -> None:
+    def _complete(self, response: Response) -> None:
+        """The request's completion, with its Response (made by _response._completed)."""
         queue = self._queue
-        try:
-            response = _summary(response_ptr, True)  # (retained: see _summary)
-        except BaseException as exc:  # noqa: BLE001 - should not happen; never lose the completion
-            response = Response("", 0, Headers(), b"", Outcome.TRANSPORT, repr(exc), 0, None)
         # (The class's _error stays None for a success, and _challenges () unless one came.)
         if self._callback_error is not None:
             self._error = self._callback_error

@@ -1,6 +1,6 @@
 """Responses read from the library: copied at once (a head, an authentication challenge, a large
-body), or, for a completion, copied in part and retained, its other fields read on first use (see
-"Lifetimes" in _runtime)."""
+body), or, for a completion (which receives its response retained), copied in part, its other
+fields read on first use (see "Lifetimes" in _runtime)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from ._types import Headers, Metrics, Outcome, Response, _built
 _string: Callable[[Any], bytes] = getattr(getattr(ffi, "_backend", None), "string", ffi.string)
 _NULL = ffi.NULL
 _buffer: Callable[[Any, int], Any] = ffi.buffer
+# ffi.unpack without its Python-level wrapper: the bytes of a `char *` and a length, copied.
+_unpack: Callable[[Any, int], bytes] = getattr(getattr(ffi, "_backend", None), "unpack", ffi.unpack)
 _OUTCOMES: Dict[int, Outcome] = {int(outcome): outcome for outcome in Outcome}
 _METRICS_SIZE = ffi.sizeof("rq_metrics")
 _SUMMARY_SIZE = ffi.sizeof("rq_response_summary")
@@ -68,48 +70,57 @@ def _new_summary() -> Tuple[Any, Any]:
     return summary, memoryview(ffi.buffer(summary))  # (a memoryview unpacks faster)
 
 
-def _summary(ptr: Any, retain: bool) -> Response:
+def _summary(ptr: Any) -> Response:
     """A Response with the status, body, outcome and HTTP version of a borrowed rq_response, read in
-    one call. With `retain` (a completion, Request._complete), rq_response_retain_summary also
-    retains the response, and its other fields are left in the library until used (see
-    _load_field), unless the body is larger than _EAGER_BODY: then they are copied now and the
-    response let go. Without, the caller copies the other fields during the callback."""
+    one call (the caller copies the other fields during the callback)."""
     response: Response = _new(Response)
     fields = response.__dict__
     try:
         pair = _summaries.pop()
     except IndexError:
         pair = _new_summary()
-    code = (lib.rq_response_retain_summary if retain else lib.rq_response_get_summary)(ptr, pair[0])
-    if code:
-        _summaries.append(pair)
-        raise_result(code, "reading a response")
-    _, outcome_code, status, http_version, _, _, length = _unpack_summary(pair[1])
     try:
+        code = lib.rq_response_get_summary(ptr, pair[0])
+        if code:
+            raise_result(code, "reading a response")
+        _, outcome_code, status, http_version, _, _, length = _unpack_summary(pair[1])
         # (The body's pointer read as the struct's field: cheaper than a cast of its address.)
         fields["body"] = _buffer(pair[0].body, length)[:] if length else b""
-    except BaseException:  # (no memory for the copy: the retained response is not kept either)
-        if retain:
-            lib.rq_response_release(ptr)
-        raise
     finally:
         _summaries.append(pair)
     fields["status"] = status
     # An outcome this binding does not know (a newer library) counts as a transport failure.
     fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK
     fields["http_version"] = http_version
-    if retain:
-        if length > _EAGER_BODY:
-            try:
-                _copy_lazy_parts(ptr, fields)
-            finally:
-                lib.rq_response_release(ptr)
-            return response
-        if not outcome_code:
-            fields["message"] = ""
-        # Released after the Response is collected (see _runtime._gcp), or once every field has
-        # been read.
-        fields["_retained"] = _gcp(ptr, _release_response_later)
+    return response
+
+
+def _completed(ptr: Any, outcome_code: int, status: int, http_version: int, body: Any, length: int) -> Response:
+    """The Response of a completion (an rq_summary_completion_fn: `ptr` retained for us, with its
+    outcome, status, HTTP version and body). Its other fields are left in the library until used
+    (see _load_field), unless the body is larger than _EAGER_BODY: then they are copied now and the
+    response let go. Never raises: a completion is never lost (the Response then says why)."""
+    response: Response = _new(Response)
+    fields = response.__dict__
+    eager = length > _EAGER_BODY
+    try:
+        fields["body"] = _unpack(body, length) if length else b""
+        fields["status"] = status
+        fields["outcome"] = _OUTCOMES.get(outcome_code, _TRANSPORT) if outcome_code else _OK  # (as _summary)
+        fields["http_version"] = http_version
+        if eager:
+            _copy_lazy_parts(ptr, fields)
+    except BaseException as exc:  # noqa: BLE001 - no memory for the copy, ...: should not happen
+        lib.rq_response_release(ptr)
+        return Response("", 0, Headers(), b"", _TRANSPORT, repr(exc), 0, None)
+    if eager:
+        lib.rq_response_release(ptr)
+        return response
+    if not outcome_code:
+        fields["message"] = ""
+    # Released after the Response is collected (see _runtime._gcp), or once every field has
+    # been read.
+    fields["_retained"] = _gcp(ptr, _release_response_later)
     return response
 
 
@@ -144,7 +155,7 @@ def _copy_metrics(ptr: Any, out: Any) -> Optional[Metrics]:
 
 def _copy_response(ptr: Any) -> Response:
     """Copies everything out of a borrowed rq_response (valid only during the callback)."""
-    response = _summary(ptr, False)
+    response = _summary(ptr)
     _copy_lazy_parts(ptr, response.__dict__)
     return response
 

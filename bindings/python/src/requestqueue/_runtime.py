@@ -19,7 +19,7 @@ Lifetimes
   ``_registry``, which refers to the :class:`Request` (weakly: its queue holds it, with its
   callbacks) from ``add`` until its completion callback. A context the registry no longer knows, or
   whose request was collected, is ignored, so no callback can reach a freed Python object. A
-  request added by URL in one call (``rq_add_url``: ``add(url)``, ``add(url, on_complete=f)``) has
+  request added by URL in one call (``rq_add_url_with_summary``: ``add(url)``, ``add(url, on_complete=f)``) has
   no handle before that call, and its completion may run on another thread before the call
   returns: its context is an integer of ``_context_values`` (never reused), registered before the
   call in ``_contexts``, which refers to the request's queue (weakly: one reference per queue, not
@@ -33,8 +33,9 @@ Lifetimes
   call (``rq_request_free_many``, ``rq_response_release_many``): every entry into the binding that calls the library
   (creating a request or a queue, ``add``, every queue method, dispatching, closing), the reaper
   thread, and exit.
-* A response is borrowed from the library only during its callback. A completion copies its status,
-  outcome and body, and retains it, in one call (``rq_response_retain_summary``): the other fields of the
+* A response is borrowed from the library only during its callback. A completion receives its
+  response retained, with its status, outcome, HTTP version and body as arguments (every request's
+  completion is an ``rq_summary_completion_fn``; no call): it copies those, and the other fields of the
   :class:`Response` (URL, headers, message, attempts, metrics) are read from it on first use, under
   ``_lazy_lock``, and kept. It is released once every field has been read, or after the Response is
   garbage collected (the retained pointer, in the Response's ``__dict__``, is an ``ffi.gc`` pointer
@@ -89,7 +90,7 @@ if TYPE_CHECKING:
 # rq_request * cdata, which hash and compare by address, so the void * context of a callback finds
 # its request. Weak: the request's queue holds it (see the Lifetimes above).
 _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
-# The same for the requests added by URL in one call (rq_add_url, see Queue.add): the handle is
+# The same for the requests added by URL in one call (rq_add_url_with_summary, see Queue.add): the handle is
 # not known before the call, so their context is an integer of _context_values (never reused),
 # registered before it. It maps to the queue (its _self_ref: weak, as above), whose _live holds the
 # request under that same integer.

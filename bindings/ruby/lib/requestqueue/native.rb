@@ -92,6 +92,7 @@ module RequestQueue
     callback :rq_context_free_fn, %i[pointer], :void
     callback :rq_data_fn, %i[pointer pointer pointer size_t uint64], :int
     callback :rq_head_fn, %i[pointer pointer pointer], :void
+    callback :rq_summary_completion_fn, %i[pointer pointer pointer int int int pointer size_t], :void
 
     # ---- Structs (each starts with its own size, set by the caller) --------------------------
 
@@ -237,6 +238,8 @@ module RequestQueue
 
       [:rq_add_url, %i[pointer string rq_completion_fn pointer rq_context_free_fn pointer], :int, false],
       [:rq_response_retain_summary, %i[pointer pointer], :int, false],
+      [:rq_add_url_with_summary, %i[pointer string rq_summary_completion_fn pointer rq_context_free_fn pointer], :int, false],
+      [:rq_request_set_summary_completion, %i[pointer rq_summary_completion_fn pointer rq_context_free_fn], :int, false],
       [:rq_response_release_many, %i[pointer size_t], :void, false],
       [:rq_request_free_many, %i[pointer size_t], :int, false],
     ].freeze
