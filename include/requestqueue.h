@@ -1153,8 +1153,9 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    dispatch-mode host that dispatches slowly, thus slows the download instead of filling
  *    memory. The 256 KiB buffers are reused from piece to piece and from one streamed body to
  *    the next: a queue keeps at most 6 free ones (1.5 MiB) per transfer streaming at the time (6
- *    between two streamed bodies), and frees them all once a streamed transfer ends with nothing
- *    else of the queue scheduled. With content decoding, a paused transfer also holds what
+ *    while none streams, so that a body added from the completion of the one before reuses
+ *    them), and frees them all once none of its transfers has streamed for a second, and when
+ *    the queue is freed. With content decoding, a paused transfer also holds what
  *    libcurl decoded from its last read (see "What a server sends": a decompression bomb).
  *    Time spent paused does not count toward the idle timeout
  *    (`rq_request_set_idle_timeout`); it does count toward the total timeout

@@ -96,31 +96,35 @@ final class StreamFlow: @unchecked Sendable {
         return resume
     }
 
-    /// Engine thread: the attempt stopped streaming. `idle`: nothing else of the queue is
-    /// scheduled, so the pool frees its chunks (see `ChunkPool.streamEnded`).
-    func stopStreaming(idle: () -> Bool) {
+    /// Engine thread: the attempt stopped streaming. Returns true when no attempt streams from
+    /// its pool any more (the engine then has the pool freed after `ChunkPool.idleRelease`).
+    func stopStreaming() -> Bool {
         let pool: ChunkPool? = lock.withLock {
             guard streaming else { return nil }
             streaming = false
             return self.pool
         }
-        pool?.streamEnded(idle: idle())
+        return pool?.streamEnded() ?? false
     }
 }
 
 /// The full-size chunk buffers of one queue's streamed bodies, kept for reuse from one piece and
 /// one body to the next. Buffers freed at the end of each body cost the next body a page fault
 /// per 4 KiB of its fresh ones (glibc gives memory trimmed from the engine thread's arena back to
-/// the system): 137-145 page faults per 10 MiB body were measured (bench/README.md). The pool
-/// keeps at most `perStream` free chunks for each attempt streaming now, and as many while the
-/// queue has more requests scheduled after its last stream ended; once it has none, its chunks
-/// are freed, and so are those delivered later.
+/// the system): 137-145 page faults per 10 MiB body were measured, about 200 when each body's
+/// request is added from the completion of the one before, which leaves the queue idle in between
+/// (bench/README.md). The pool keeps at most `perStream` free chunks for each attempt streaming
+/// now, and as many while none streams; they are freed once no attempt has streamed for
+/// `idleRelease` seconds (`release`, from the engine's loop) or with the queue, and so are those
+/// delivered later.
 // @unchecked Sendable: `free`, `streams` and `warm` are only touched under `lock` (a pthread
 // mutex, for the reason given at `StreamFlow`).
 final class ChunkPool: @unchecked Sendable {
     /// Free chunks kept per streaming attempt: as many as flow control lets wait for delivery,
     /// and two more (the one being filled, the one being delivered).
     static let perStream = StreamFlow.highWater / StreamChunk.capacity + 2
+    /// Seconds without a streaming attempt after which the pool frees its chunks.
+    static let idleRelease = 1.0
 
     private let lock = Lock()
     private var free: [StreamChunk] = []
@@ -128,8 +132,7 @@ final class ChunkPool: @unchecked Sendable {
     let counts = ChunkCounts()
     /// Attempts streaming now (from their first chunk to their end).
     private var streams = 0
-    /// Whether the chunks are kept while no attempt streams: the queue had more requests
-    /// scheduled when its last stream ended.
+    /// Whether the chunks are kept while no attempt streams: from the first stream to `release`.
     private var warm = false
 
     private var limit: Int { max(streams, warm ? 1 : 0) * ChunkPool.perStream }
@@ -153,14 +156,27 @@ final class ChunkPool: @unchecked Sendable {
         }
     }
 
-    /// An attempt stopped streaming; `idle`: nothing else of the queue is scheduled. Frees the
-    /// chunks beyond the new limit: all of them when no attempt streams and the queue is idle.
-    func streamEnded(idle: Bool) {
+    /// An attempt stopped streaming. Frees the chunks beyond the new limit; returns true when no
+    /// attempt streams now.
+    func streamEnded() -> Bool {
+        var dropped: [StreamChunk] = []
+        let none: Bool = lock.withLock {
+            streams = max(0, streams - 1)
+            while free.count > limit, let chunk = free.popLast() { dropped.append(chunk) }
+            return streams == 0
+        }
+        _ = dropped  // freed here, outside the lock
+        return none
+    }
+
+    /// Engine thread: no attempt has streamed for `idleRelease` seconds, or the queue stops:
+    /// unless one streams again, every free chunk is freed, and so is each one delivered later.
+    func release() {
         var dropped: [StreamChunk] = []
         lock.withLock {
-            streams = max(0, streams - 1)
-            if streams == 0 { warm = !idle }
-            while free.count > limit, let chunk = free.popLast() { dropped.append(chunk) }
+            guard streams == 0 else { return }
+            warm = false
+            swap(&dropped, &free)
         }
         _ = dropped  // freed here, outside the lock
     }

@@ -298,7 +298,7 @@ final class Transfer {
         if let flow = request?.flow {
             // A chunk not posted yet (the attempt was stopped while filling it) is dropped.
             if let left = chunk { _ = flow.delivered(left) }
-            flow.stopStreaming(idle: engine.nothingElseScheduled)
+            if flow.stopStreaming() { engine.chunkPoolUnused() }
         }
         chunk = nil
         fillNext = nil
