@@ -5,12 +5,13 @@ import Synchronization
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
 
-/// Flow control of a body streamed to a callback. It counts the memory of the chunks that the
-/// engine thread filled and the delivery has not given back yet (the capacity of each, not only
-/// the bytes in it: a chunk holding a few bytes costs its whole buffer). When that reaches
-/// `highWater`, the engine pauses the transfer (libcurl stops reading the socket), and the
-/// delivery asks for it to resume once it dropped to `lowWater`. Shared by the attempts of one
-/// request. Its full-size chunks come from, and go back to, the queue's `ChunkPool`.
+/// Flow control of a body streamed to a callback. It counts the memory of the chunk buffers that
+/// the engine thread took and that are not free again: one is free once the engine stopped
+/// filling it and every piece posted out of it was delivered (its whole capacity counts, not
+/// only the bytes in it). When that reaches `highWater`, the engine pauses the transfer (libcurl
+/// stops reading the socket), and the delivery asks for it to resume once it dropped to
+/// `lowWater`. Shared by the attempts of one request. The buffers come from, and go back to, the
+/// queue's `ChunkPool`.
 // @unchecked: `resumeWanted`, `pool` and `streaming` are only touched under `lock`, a pthread
 // mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
 // step would report its accesses as races). `pending` is atomic: it is read without the lock
@@ -41,9 +42,10 @@ final class StreamFlow: @unchecked Sendable {
         case outOfMemory
     }
 
-    /// Engine thread: an empty full-size chunk from `pool` for the piece of the body that starts
-    /// at `offset`, unless the undelivered memory reached `highWater` (and not `beyondLimit`).
-    func takeChunk(from pool: ChunkPool, offset: UInt64, beyondLimit: Bool) -> Take {
+    /// Engine thread: an empty chunk buffer from `pool`, held by the engine (`StreamChunk.holds`)
+    /// until it gives it back with `delivered`, unless the undelivered memory reached `highWater`
+    /// (and not `beyondLimit`).
+    func takeChunk(from pool: ChunkPool, beyondLimit: Bool) -> Take {
         let starts: Bool? = lock.withLock {
             if !beyondLimit, pending.load(ordering: .relaxed) >= StreamFlow.highWater {
                 resumeWanted = true
@@ -57,10 +59,11 @@ final class StreamFlow: @unchecked Sendable {
         guard let starts else { return .full }
         if starts { pool.streamStarted() }
         guard let chunk = pool.take() else {
-            _ = delivered(nil, capacity: StreamChunk.capacity)
+            _ = freed(nil, capacity: StreamChunk.capacity)
             return .outOfMemory
         }
-        chunk.reset(offset: offset)
+        chunk.count = 0
+        chunk.holds.store(1, ordering: .relaxed)
         return .chunk(chunk)
     }
 
@@ -69,21 +72,18 @@ final class StreamFlow: @unchecked Sendable {
     /// should run now, before the transfer has to pause.
     func backlogged(filling: Int) -> Bool { pending.load(ordering: .relaxed) - filling >= StreamFlow.signalAt }
 
-    /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
-    /// the full-size buffer can go on filling); nil when memory ran out.
-    func copy(of chunk: StreamChunk) -> StreamChunk? {
-        guard let small = StreamChunk(capacity: chunk.count) else { return nil }
-        small.reset(offset: chunk.offset)
-        _ = small.fill(chunk.bytes, chunk.count)
-        pending.add(small.capacity, ordering: .relaxed)
-        return small
+    /// A piece was delivered, skipped, or never posted, or the engine stopped filling a buffer
+    /// (`chunk` is that buffer): the hold on its buffer ends, and the last one frees the buffer
+    /// (back to the pool). Returns true when a paused transfer should now resume.
+    func delivered(_ chunk: StreamChunk) -> Bool {
+        let buffer = chunk.buffer ?? chunk
+        // (Acquiring and releasing: the reads of the pieces' bytes on the delivering thread come
+        // before the engine fills the buffer again, whichever thread ends the last hold.)
+        guard buffer.holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return false }
+        return freed(buffer, capacity: buffer.capacity)
     }
 
-    /// `chunk` was delivered, skipped, or never posted: its memory is free (a full-size one goes
-    /// back to the pool). Returns true when a paused transfer should now resume.
-    func delivered(_ chunk: StreamChunk) -> Bool { delivered(chunk, capacity: chunk.capacity) }
-
-    private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
+    private func freed(_ chunk: StreamChunk?, capacity: Int) -> Bool {
         let (resume, pool): (Bool, ChunkPool?) = lock.withLock {
             let left = pending.subtract(capacity, ordering: .relaxed).newValue
             if resumeWanted, left <= StreamFlow.lowWater {
@@ -92,7 +92,7 @@ final class StreamFlow: @unchecked Sendable {
             }
             return (false, self.pool)
         }
-        if let chunk, capacity == StreamChunk.capacity { pool?.give(chunk) }
+        if let chunk { pool?.give(chunk) }
         return resume
     }
 
@@ -198,14 +198,19 @@ final class ChunkCounts: Sendable {
     }
 }
 
-/// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
-/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, from reads of up
-/// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
-/// Full-size chunks are recycled through the queue's `ChunkPool`.
-// @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
-// took it back from the pool; the delivering thread only reads it between the post and its return
-// to the pool. The queue's monitor (the post) and the pool's lock (the return) order these
-// accesses.
+/// A buffer of a streamed body (malloc'ed, `capacity` bytes), or a piece posted out of one. The
+/// engine thread fills a buffer with what libcurl passes (at most 16 KiB at a time, from reads of
+/// up to `capacity` bytes; libcurl reads while the socket has data) and, at the end of each turn
+/// of its loop and when the buffer is full, posts the bytes it put in since its last post as a
+/// piece (`piece(from:offset:)`, no copy), then goes on filling the same buffer. So every byte is
+/// copied once, and a buffer is counted once by the flow control however many pieces it was
+/// posted in. Buffers are recycled through the queue's `ChunkPool`.
+// @unchecked Sendable: a buffer's bytes are written only by the engine thread, each byte before
+// the piece holding it is posted, and read by the delivering thread between that post and the
+// piece's delivery: the queue's monitor (the post) orders them, and the bytes the engine fills
+// meanwhile are past every posted piece. `count` is the engine thread's only (a piece's is set
+// before it is posted). A buffer is filled again only after its last hold ended (`holds`, the
+// pool's lock).
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
     /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
@@ -223,10 +228,15 @@ final class StreamChunk: @unchecked Sendable {
     let capacity: Int
     /// The counts of the pool that made it.
     private let counts: ChunkCounts?
+    /// A piece's buffer; nil for a buffer.
+    let buffer: StreamChunk?
+    /// A buffer's holds: the engine's while it fills it, and one per posted piece not delivered
+    /// yet (`StreamFlow.delivered` ends one; the last frees the buffer).
+    let holds = Atomic<Int>(0)
     /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
     var count = 0
-    /// Position of the first byte in the body of its attempt.
-    private(set) var offset: UInt64 = 0
+    /// A piece's position in the body of its attempt.
+    let offset: UInt64
 
     /// `capacity` > 0; nil when memory ran out.
     init?(capacity: Int, counts: ChunkCounts? = nil) {
@@ -234,17 +244,31 @@ final class StreamChunk: @unchecked Sendable {
         bytes = raw.assumingMemoryBound(to: UInt8.self)
         self.capacity = capacity
         self.counts = counts
+        buffer = nil
+        offset = 0
         counts?.made()
     }
 
-    deinit {
-        free(bytes)
-        counts?.live.subtract(1, ordering: .relaxed)
+    /// The bytes of `buffer` from `start` to its count, at `offset` in the body: a piece to post,
+    /// holding `buffer`.
+    private init(_ buffer: StreamChunk, from start: Int, offset: UInt64) {
+        bytes = buffer.bytes + start
+        count = buffer.count - start
+        capacity = count
+        counts = nil
+        self.buffer = buffer
+        self.offset = offset
+        buffer.holds.add(1, ordering: .relaxed)
     }
 
-    func reset(offset: UInt64) {
-        count = 0
-        self.offset = offset
+    /// Engine thread: a piece of this buffer's bytes from `start` on, which begin at `offset` in
+    /// the body.
+    func piece(from start: Int, offset: UInt64) -> StreamChunk { StreamChunk(self, from: start, offset: offset) }
+
+    deinit {
+        guard buffer == nil else { return }
+        free(bytes)
+        counts?.live.subtract(1, ordering: .relaxed)
     }
 
     var isFull: Bool { count == capacity }

@@ -132,6 +132,28 @@ import Testing
         #expect(released(counts), "\(counts.live.load(ordering: .relaxed)) chunks still held")
     }
 
+    /// A body that arrives a little at a time is delivered in pieces of one buffer, one after the
+    /// other in memory, each copied once: not each copied again into a buffer of its own size
+    /// (which was done so that flow control would not count a mostly empty 256 KiB buffer per
+    /// piece; a buffer now counts once, however many pieces are posted out of it).
+    @Test(arguments: [RQ_DELIVERY_THREADED, RQ_DELIVERY_DISPATCH])
+    func aBodyArrivingInSmallPiecesIsDeliveredFromOneBuffer(delivery: rq_delivery) throws {
+        let pieces = 24, size = 2048
+        let q = try makeQueue(delivery, max: 1)
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        _ = addAndRelease(q, try rec.streamingRequest(fixture.url("/trickle?where=body&every=0.02&n=\(pieces)&size=\(size)"), tag: "t"))
+        if delivery == RQ_DELIVERY_DISPATCH {
+            try dispatch(q) { rec.completions.count == 1 }
+        }
+        #expect(rec.waitForCompletions(1, timeout: 60))
+        #expect(rec.completion("t")?.outcome == RQ_OUTCOME_OK)
+        let s = rec.streams.stream("t")
+        #expect(s.count == UInt64(pieces * size) && s.contiguous && s.matchesPattern)
+        #expect(s.calls > 1, "the body came in \(s.calls) piece(s)")
+        #expect(s.buffers == 1, "\(s.calls) pieces in \(s.buffers) buffers")
+    }
+
     /// Whether the pool's buffers are all freed within the watchdog's time: they are once no
     /// transfer of the queue has streamed for `ChunkPool.idleRelease` seconds.
     func released(_ counts: ChunkCounts) -> Bool {
