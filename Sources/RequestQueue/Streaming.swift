@@ -202,9 +202,10 @@ final class ChunkCounts: Sendable {
 /// engine thread fills a buffer with what libcurl passes (at most 16 KiB at a time, from reads of
 /// up to `capacity` bytes; libcurl reads while the socket has data) and, at the end of each turn
 /// of its loop and when the buffer is full, posts the bytes it put in since its last post as a
-/// piece (`piece(from:offset:)`, no copy), then goes on filling the same buffer. So every byte is
-/// copied once, and a buffer is counted once by the flow control however many pieces it was
-/// posted in. Buffers are recycled through the queue's `ChunkPool`.
+/// piece (`piece(from:offset:)`, no copy; a buffer filled whole between two posts goes as it
+/// is), then goes on filling the same buffer. So every byte is copied once, and a buffer is
+/// counted once by the flow control however many pieces it was posted in. Buffers are recycled
+/// through the queue's `ChunkPool`.
 // @unchecked Sendable: a buffer's bytes are written only by the engine thread, each byte before
 // the piece holding it is posted, and read by the delivering thread between that post and the
 // piece's delivery: the queue's monitor (the post) orders them, and the bytes the engine fills
@@ -235,8 +236,9 @@ final class StreamChunk: @unchecked Sendable {
     let holds = Atomic<Int>(0)
     /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
     var count = 0
-    /// A piece's position in the body of its attempt.
-    let offset: UInt64
+    /// The position in the body of its attempt of a piece, or of a buffer posted whole (set by
+    /// the engine thread before it posts it).
+    var offset: UInt64
 
     /// `capacity` > 0; nil when memory ran out.
     init?(capacity: Int, counts: ChunkCounts? = nil) {

@@ -769,12 +769,21 @@ final class Transfer {
         guard let current = chunk, current.count > posted, let request, let flow = request.flow else { return }
         // (The bytes since the last post are the last ones streamed; clamped all the same.)
         let unposted = UInt64(current.count - posted)
-        let piece = current.piece(from: posted, offset: streamed >= unposted ? streamed - unposted : 0)
-        posted = current.count
-        if current.isFull {
+        let offset = streamed >= unposted ? streamed - unposted : 0
+        let piece: StreamChunk
+        if posted == 0, current.isFull {
+            // A whole buffer goes as it is, with the engine's hold on it.
+            current.offset = offset
+            piece = current
             chunk = nil
-            posted = 0
-            _ = flow.delivered(current)
+        } else {
+            piece = current.piece(from: posted, offset: offset)
+            posted = current.count
+            if current.isFull {
+                chunk = nil
+                posted = 0
+                _ = flow.delivered(current)
+            }
         }
         let urgent = flow.backlogged(filling: (chunk?.capacity ?? 0) + holding)
         if !engine.postChunk(request, generation, piece, urgent: urgent) { _ = flow.delivered(piece) }
