@@ -13,9 +13,8 @@ import Synchronization
 /// holds that step and the engine's reports, Queue+Delivery.swift the events and who runs them,
 /// Queue+Close.swift `rq_queue_free`; this file the settings, adding, cancelling and answering.
 // @unchecked Sendable: its state under `monitor`, but `eventsOwed`, `eventsOwedSince`,
-// `eventsOwedAreChunks` and `inlineBatch`, used by the engine thread only; `engine`,
-// `deliveryThread` and `handle` are set in init and never change after (the threads only join or
-// read them); the `let`s never change.
+// `eventsOwedAreChunks` and `inlineBatch`, used by the engine thread only; `engine`, `deliveryThread` and `handle` are set in
+// init and never change after (the threads only join or read them); the `let`s never change.
 final class Queue: @unchecked Sendable {
     enum Kind {
         /// Created by `rq_queue_new`.
