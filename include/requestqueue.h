@@ -115,11 +115,7 @@
  *   its loop, as libcurl multi's users run theirs after each perform.) A queue with no request waiting
  *   to start (its callbacks add the next ones, say) hands over the completions of each turn of the
  *   engine's loop at the end of that turn, so that the requests they add go out without waiting
- *   for the rest of the batch. Pieces of streamed bodies alone, while their transfers run, are
- *   handed over 1 ms after the first of them (with those that arrive meanwhile), not each time
- *   the engine waits for more data: a body arriving faster than the engine reads it no longer
- *   wakes the delivering thread once per piece; a body's pieces are handed over at once when
- *   about 768 KiB of them wait (see `rq_request_set_body_callback`).
+ *   for the rest of the batch.
  *   The other way round, what callbacks ask of their own queue's engine (requests they add that
  *   can start, transfers they cancel) reaches it in one wake-up of the engine thread at the end of
  *   their batch of callbacks, or at the end of the first callback that returns 1 ms or more after
@@ -1145,8 +1141,8 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    valid only inside libcurl's callback on the queue's engine thread) once, into a buffer of
  *    its own, and gathers into one piece what arrived during one turn of its loop (libcurl reads
  *    while the connection has data: 256 KiB at a time, 16 KiB with content decoding on): up to
- *    256 KiB. A piece is handed to the delivery within 1 ms of the end of that turn (see
- *    "Batching"): it never waits for more data to arrive. (libcurl's buffer cannot be handed out instead: libcurl 7.88 reads the next data
+ *    256 KiB. A piece is delivered as soon as that turn ends: it never waits for more data to
+ *    arrive. (libcurl's buffer cannot be handed out instead: libcurl 7.88 reads the next data
  *    into the same buffer as soon as its callback returns, the engine thread must never wait for
  *    a callback that runs on another thread, and a paused transfer has libcurl copy the data it
  *    holds anyway.)

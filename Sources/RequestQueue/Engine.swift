@@ -265,11 +265,8 @@ final class Engine: @unchecked Sendable {
             // requests go out now rather than after every other ready socket (deferred, they left
             // the pipeline half empty: 26 -> 19 us CPU per request at K = 64, refill). Threaded and
             // dispatch delivery: likewise when no request waits to start, so that only the
-            // callbacks can refill the pipeline (`signalOwedEvents`). (Not for pieces of streamed
-            // bodies alone: they wait for the batch, see below.)
-            if queue.eventsOwed > 0, inlineQueue != nil || !queue.eventsOwedAreChunks {
-                queue.signalOwedEvents(onlyIfNothingWaits: inlineQueue == nil)
-            }
+            // callbacks can refill the pipeline (`signalOwedEvents`).
+            if queue.eventsOwed > 0 { queue.signalOwedEvents(onlyIfNothingWaits: inlineQueue == nil) }
             let now = Clock.now()
             // Events owed for 1 ms go to the delivery now, whatever this turn does next: an engine
             // that always finds a command (the next start of a busy queue) never gets to block.
@@ -316,20 +313,9 @@ final class Engine: @unchecked Sendable {
                     curl_multi_poll(multi, nil, 0, 0, &ready)
                 }
                 if ready > 0 { continue }
-                if queue.eventsOwedAreChunks, !running.isEmpty {
-                    // Only pieces of streamed bodies are owed, and their transfers run: they go at
-                    // the end of the batch's 1 ms (the next turn's look at `eventsOwedAreDue`),
-                    // with what arrives meanwhile. Handed over before every wait, they woke the
-                    // delivering thread once per turn that read data (up to 150 times per 10 MiB
-                    // body when the engine outpaces the server, bench/README.md); at most 1 ms
-                    // later, not more (flow control signals at once when they pile up:
-                    // `StreamFlow.backlogged`).
-                    waitMs = min(waitMs, 1)
-                } else {
-                    // (Inline delivery: the callbacks run here. What they send this engine waits
-                    // in its inbox without a wake-up, and `waitForWork` then returns at once.)
-                    queue.signalOwedEvents()
-                }
+                // (Inline delivery: the callbacks run here. What they send this engine waits in
+                // its inbox without a wake-up, and `waitForWork` then returns at once.)
+                queue.signalOwedEvents()
             }
             waitForWork(timeoutMs: Int32(waitMs))
         }

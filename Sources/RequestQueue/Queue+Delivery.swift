@@ -35,16 +35,10 @@ extension Queue {
     /// runs its batch itself when it reaches the point of handing it over (the 64-event limit
     /// included: `eventsOwedAreDue`), never from here (it may be inside libcurl).
     func postLocked(_ event: consuming Event) {
-        var chunk = false
-        if case .chunk = event { chunk = true }
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
-            if eventsOwed == 0 {
-                eventsOwedSince = Clock.now()
-                eventsOwedAreChunks = true
-            }
-            if !chunk { eventsOwedAreChunks = false }
+            if eventsOwed == 0 { eventsOwedSince = Clock.now() }
             eventsOwed += 1
             if eventsOwed < 64 || delivery == .inline { return }
             eventsOwed = 0

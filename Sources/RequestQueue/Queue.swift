@@ -12,8 +12,8 @@ import Synchronization
 /// it returns (`applyLocked`), unlock, then send the engine its commands (`send`). Queue+Engine.swift
 /// holds that step and the engine's reports, Queue+Delivery.swift the events and who runs them,
 /// Queue+Close.swift `rq_queue_free`; this file the settings, adding, cancelling and answering.
-// @unchecked Sendable: its state under `monitor`, but `eventsOwed`, `eventsOwedSince`,
-// `eventsOwedAreChunks` and `inlineBatch`, used by the engine thread only; `engine`, `deliveryThread` and `handle` are set in
+// @unchecked Sendable: its state under `monitor`, but `eventsOwed`, `eventsOwedSince` and
+// `inlineBatch`, used by the engine thread only; `engine`, `deliveryThread` and `handle` are set in
 // init and never change after (the threads only join or read them); the `let`s never change.
 final class Queue: @unchecked Sendable {
     enum Kind {
@@ -69,8 +69,6 @@ final class Queue: @unchecked Sendable {
     /// It tells it once per batch: when it has nothing else to do, or after 64 events or 1 ms.
     var eventsOwed = 0
     var eventsOwedSince = 0.0
-    /// Engine thread only: whether the events owed are all pieces of streamed bodies.
-    var eventsOwedAreChunks = true
     let eventFD: Int32
     /// Dispatch mode: whether `eventFD` was written and not read since. The engine writes it after
     /// releasing the monitor (`signalOwedEvents`), holding `eventFDLock` from before the release to
