@@ -15,7 +15,7 @@ import Synchronization
 // @unchecked: `resumeWanted`, `pool` and `streaming` are only touched under `lock`, a pthread
 // mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
 // step would report its accesses as races). `pending` is atomic: it is read without the lock
-// (`backlogged`), and decreased under the lock only (`delivered`), where `resumeWanted` is
+// (`backlogged`), and decreased under the lock only (`freed`), where `resumeWanted` is
 // checked against it, so a resume is never missed.
 final class StreamFlow: @unchecked Sendable {
     /// Memory of undelivered chunks at which a transfer pauses.
