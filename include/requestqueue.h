@@ -1165,16 +1165,18 @@ typedef int (*rq_data_fn)(void *context, rq_request *request, const uint8_t *dat
  *    into the same buffer as soon as its callback returns, the engine thread must never wait for
  *    a callback that runs on another thread, and a paused transfer has libcurl copy the data it
  *    holds anyway.)
- *  - Bounded memory (threaded and dispatch modes): while about 1 MiB of buffers holding received
- *    data waits for delivery (a piece of 64 KiB or less has a buffer of its own size, a larger
- *    one 256 KiB), the transfer is paused (libcurl stops reading the connection and TCP slows the
- *    server down) and it resumes once the callbacks have caught up. A slow callback, or a
- *    dispatch-mode host that dispatches slowly, thus slows the download instead of filling
- *    memory. The 256 KiB buffers are reused from piece to piece and from one streamed body to
- *    the next: a queue keeps at most 6 free ones (1.5 MiB) per transfer streaming at the time (6
- *    between two streamed bodies), and frees them all once a streamed transfer ends with nothing
- *    else of the queue scheduled. With content decoding, a paused transfer also holds what
- *    libcurl decoded from its last read (see "What a server sends": a decompression bomb).
+ *  - Bounded memory (threaded and dispatch modes): the pieces of a body are parts of 256 KiB
+ *    buffers (each piece is the data that arrived during one turn, placed in the buffer after
+ *    the piece before it; a buffer is freed for reuse once its last piece was delivered). While
+ *    about 1 MiB of such buffers (4) holds data waiting for delivery, the transfer is paused
+ *    (libcurl stops reading the connection and TCP slows the server down) and it resumes once
+ *    the callbacks have caught up. A slow callback, or a dispatch-mode host that dispatches
+ *    slowly, thus slows the download instead of filling memory. The buffers are reused from one
+ *    streamed body to the next: a queue keeps at most 6 free ones (1.5 MiB) per transfer
+ *    streaming at the time (6 while none streams, so that a body added from the completion of
+ *    the one before reuses them), and frees them all once none of its transfers has streamed for
+ *    a second, and when the queue is freed. With content decoding, a paused transfer also holds
+ *    what libcurl decoded from its last read (see "What a server sends": a decompression bomb).
  *    Time spent paused does not count toward the idle timeout
  *    (`rq_request_set_idle_timeout`); it does count toward the total timeout
  *    (`rq_request_set_timeout`).

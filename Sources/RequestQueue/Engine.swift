@@ -90,6 +90,8 @@ final class Engine: @unchecked Sendable {
     private var startedThisTurn = 0
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
+    /// When `chunkPool` frees its buffers, unless a streamed body starts before (`chunkPoolUnused`).
+    private var chunkPoolReleaseAt: Double?
     /// Attempts started by a report made while `report` was beginning others (`report`).
     private var dueStarts: [(Request, UInt64)] = []
     private var beginningStarts = false
@@ -247,6 +249,7 @@ final class Engine: @unchecked Sendable {
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
                     pool.removeAll()
+                    chunkPool.release()
                     multiLock.withLock {
                         multiGone = true
                         curl_multi_cleanup(multi)
@@ -300,6 +303,7 @@ final class Engine: @unchecked Sendable {
             if let next = timers.map(\.deadline).min() { waitMs = min(waitMs, max(0, (next - now) * 1000) + 1) }
             if let wake = wakeAt { waitMs = min(waitMs, max(0, (wake - now) * 1000) + 1) }
             if !running.isEmpty { waitMs = min(waitMs, max(0, (nextIdleCheck - now) * 1000) + 1) }
+            if let release = releaseChunkPool(now: now) { waitMs = min(waitMs, release) }
             // Transfers begun after this turn's perform (by the reports above) go to libcurl now,
             // as a start taken from the inbox would.
             if startedThisTurn > startedBeforePerform { continue }
@@ -575,9 +579,20 @@ final class Engine: @unchecked Sendable {
     /// The buffers of this queue's streamed bodies (Streaming.swift).
     let chunkPool = ChunkPool()
 
-    /// Whether the queue has nothing scheduled but the attempt that is ending: a streamed one
-    /// then lets the queue's `chunkPool` free its buffers.
-    func nothingElseScheduled() -> Bool { queue.monitor.withLock { queue.state.scheduledCount <= 1 } }
+    /// No attempt streams from `chunkPool` now: its buffers are kept for the next streamed body
+    /// (a refill client adds it from the completion, after this), and freed if none has started
+    /// `ChunkPool.idleRelease` seconds from now (`releaseChunkPool`).
+    func chunkPoolUnused() { chunkPoolReleaseAt = Clock.now() + ChunkPool.idleRelease }
+
+    /// Frees the buffers of `chunkPool` once its release is due (the loop's wait ends by then);
+    /// returns the milliseconds left until it is, if it is pending.
+    private func releaseChunkPool(now: Double) -> Double? {
+        guard let at = chunkPoolReleaseAt else { return nil }
+        guard now >= at else { return (at - now) * 1000 + 1 }
+        chunkPoolReleaseAt = nil
+        chunkPool.release()
+        return nil
+    }
 
     /// Posts a chunk of a streamed body; false when the attempt is no longer current.
     func postChunk(_ request: Request, _ generation: UInt64, _ chunk: StreamChunk, urgent: Bool) -> Bool {

@@ -5,16 +5,17 @@ import Synchronization
 // Streaming of response bodies: to a callback (chunks delivered like progress events, with flow
 // control) or to a file written on the engine thread. See "Streaming" in include/requestqueue.h.
 
-/// Flow control of a body streamed to a callback. It counts the memory of the chunks that the
-/// engine thread filled and the delivery has not given back yet (the capacity of each, not only
-/// the bytes in it: a chunk holding a few bytes costs its whole buffer). When that reaches
-/// `highWater`, the engine pauses the transfer (libcurl stops reading the socket), and the
-/// delivery asks for it to resume once it dropped to `lowWater`. Shared by the attempts of one
-/// request. Its full-size chunks come from, and go back to, the queue's `ChunkPool`.
+/// Flow control of a body streamed to a callback. It counts the memory of the chunk buffers that
+/// the engine thread took and that are not free again: one is free once the engine stopped
+/// filling it and every piece posted out of it was delivered (its whole capacity counts, not
+/// only the bytes in it). When that reaches `highWater`, the engine pauses the transfer (libcurl
+/// stops reading the socket), and the delivery asks for it to resume once it dropped to
+/// `lowWater`. Shared by the attempts of one request. The buffers come from, and go back to, the
+/// queue's `ChunkPool`.
 // @unchecked: `resumeWanted`, `pool` and `streaming` are only touched under `lock`, a pthread
 // mutex (not Synchronization's Mutex, which ThreadSanitizer cannot see on Linux: the swift-tsan
 // step would report its accesses as races). `pending` is atomic: it is read without the lock
-// (`backlogged`), and decreased under the lock only (`delivered`), where `resumeWanted` is
+// (`backlogged`), and decreased under the lock only (`freed`), where `resumeWanted` is
 // checked against it, so a resume is never missed.
 final class StreamFlow: @unchecked Sendable {
     /// Memory of undelivered chunks at which a transfer pauses.
@@ -41,9 +42,10 @@ final class StreamFlow: @unchecked Sendable {
         case outOfMemory
     }
 
-    /// Engine thread: an empty full-size chunk from `pool` for the piece of the body that starts
-    /// at `offset`, unless the undelivered memory reached `highWater` (and not `beyondLimit`).
-    func takeChunk(from pool: ChunkPool, offset: UInt64, beyondLimit: Bool) -> Take {
+    /// Engine thread: an empty chunk buffer from `pool`, held by the engine (`StreamChunk.holds`)
+    /// until it gives it back with `delivered`, unless the undelivered memory reached `highWater`
+    /// (and not `beyondLimit`).
+    func takeChunk(from pool: ChunkPool, beyondLimit: Bool) -> Take {
         let starts: Bool? = lock.withLock {
             if !beyondLimit, pending.load(ordering: .relaxed) >= StreamFlow.highWater {
                 resumeWanted = true
@@ -57,10 +59,11 @@ final class StreamFlow: @unchecked Sendable {
         guard let starts else { return .full }
         if starts { pool.streamStarted() }
         guard let chunk = pool.take() else {
-            _ = delivered(nil, capacity: StreamChunk.capacity)
+            _ = freed(nil, capacity: StreamChunk.capacity)
             return .outOfMemory
         }
-        chunk.reset(offset: offset)
+        chunk.count = 0
+        chunk.holds.store(1, ordering: .relaxed)
         return .chunk(chunk)
     }
 
@@ -69,21 +72,18 @@ final class StreamFlow: @unchecked Sendable {
     /// should run now, before the transfer has to pause.
     func backlogged(filling: Int) -> Bool { pending.load(ordering: .relaxed) - filling >= StreamFlow.signalAt }
 
-    /// Engine thread: a chunk of its own size holding the bytes of `chunk` (a small piece: so that
-    /// the full-size buffer can go on filling); nil when memory ran out.
-    func copy(of chunk: StreamChunk) -> StreamChunk? {
-        guard let small = StreamChunk(capacity: chunk.count) else { return nil }
-        small.reset(offset: chunk.offset)
-        _ = small.fill(chunk.bytes, chunk.count)
-        pending.add(small.capacity, ordering: .relaxed)
-        return small
+    /// A piece was delivered, skipped, or never posted, or the engine stopped filling a buffer
+    /// (`chunk` is that buffer): the hold on its buffer ends, and the last one frees the buffer
+    /// (back to the pool). Returns true when a paused transfer should now resume.
+    func delivered(_ chunk: StreamChunk) -> Bool {
+        let buffer = chunk.buffer ?? chunk
+        // (Acquiring and releasing: the reads of the pieces' bytes on the delivering thread come
+        // before the engine fills the buffer again, whichever thread ends the last hold.)
+        guard buffer.holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return false }
+        return freed(buffer, capacity: buffer.capacity)
     }
 
-    /// `chunk` was delivered, skipped, or never posted: its memory is free (a full-size one goes
-    /// back to the pool). Returns true when a paused transfer should now resume.
-    func delivered(_ chunk: StreamChunk) -> Bool { delivered(chunk, capacity: chunk.capacity) }
-
-    private func delivered(_ chunk: StreamChunk?, capacity: Int) -> Bool {
+    private func freed(_ chunk: StreamChunk?, capacity: Int) -> Bool {
         let (resume, pool): (Bool, ChunkPool?) = lock.withLock {
             let left = pending.subtract(capacity, ordering: .relaxed).newValue
             if resumeWanted, left <= StreamFlow.lowWater {
@@ -92,35 +92,39 @@ final class StreamFlow: @unchecked Sendable {
             }
             return (false, self.pool)
         }
-        if let chunk, capacity == StreamChunk.capacity { pool?.give(chunk) }
+        if let chunk { pool?.give(chunk) }
         return resume
     }
 
-    /// Engine thread: the attempt stopped streaming. `idle`: nothing else of the queue is
-    /// scheduled, so the pool frees its chunks (see `ChunkPool.streamEnded`).
-    func stopStreaming(idle: () -> Bool) {
+    /// Engine thread: the attempt stopped streaming. Returns true when no attempt streams from
+    /// its pool any more (the engine then has the pool freed after `ChunkPool.idleRelease`).
+    func stopStreaming() -> Bool {
         let pool: ChunkPool? = lock.withLock {
             guard streaming else { return nil }
             streaming = false
             return self.pool
         }
-        pool?.streamEnded(idle: idle())
+        return pool?.streamEnded() ?? false
     }
 }
 
 /// The full-size chunk buffers of one queue's streamed bodies, kept for reuse from one piece and
 /// one body to the next. Buffers freed at the end of each body cost the next body a page fault
 /// per 4 KiB of its fresh ones (glibc gives memory trimmed from the engine thread's arena back to
-/// the system): 137-145 page faults per 10 MiB body were measured (bench/README.md). The pool
-/// keeps at most `perStream` free chunks for each attempt streaming now, and as many while the
-/// queue has more requests scheduled after its last stream ended; once it has none, its chunks
-/// are freed, and so are those delivered later.
+/// the system): 137-145 page faults per 10 MiB body were measured, about 200 when each body's
+/// request is added from the completion of the one before, which leaves the queue idle in between
+/// (bench/README.md). The pool keeps at most `perStream` free chunks for each attempt streaming
+/// now, and as many while none streams; they are freed once no attempt has streamed for
+/// `idleRelease` seconds (`release`, from the engine's loop) or with the queue, and so are those
+/// delivered later.
 // @unchecked Sendable: `free`, `streams` and `warm` are only touched under `lock` (a pthread
 // mutex, for the reason given at `StreamFlow`).
 final class ChunkPool: @unchecked Sendable {
     /// Free chunks kept per streaming attempt: as many as flow control lets wait for delivery,
     /// and two more (the one being filled, the one being delivered).
     static let perStream = StreamFlow.highWater / StreamChunk.capacity + 2
+    /// Seconds without a streaming attempt after which the pool frees its chunks.
+    static let idleRelease = 1.0
 
     private let lock = Lock()
     private var free: [StreamChunk] = []
@@ -128,8 +132,7 @@ final class ChunkPool: @unchecked Sendable {
     let counts = ChunkCounts()
     /// Attempts streaming now (from their first chunk to their end).
     private var streams = 0
-    /// Whether the chunks are kept while no attempt streams: the queue had more requests
-    /// scheduled when its last stream ended.
+    /// Whether the chunks are kept while no attempt streams: from the first stream to `release`.
     private var warm = false
 
     private var limit: Int { max(streams, warm ? 1 : 0) * ChunkPool.perStream }
@@ -153,14 +156,27 @@ final class ChunkPool: @unchecked Sendable {
         }
     }
 
-    /// An attempt stopped streaming; `idle`: nothing else of the queue is scheduled. Frees the
-    /// chunks beyond the new limit: all of them when no attempt streams and the queue is idle.
-    func streamEnded(idle: Bool) {
+    /// An attempt stopped streaming. Frees the chunks beyond the new limit; returns true when no
+    /// attempt streams now.
+    func streamEnded() -> Bool {
+        var dropped: [StreamChunk] = []
+        let none: Bool = lock.withLock {
+            streams = max(0, streams - 1)
+            while free.count > limit, let chunk = free.popLast() { dropped.append(chunk) }
+            return streams == 0
+        }
+        _ = dropped  // freed here, outside the lock
+        return none
+    }
+
+    /// Engine thread: no attempt has streamed for `idleRelease` seconds, or the queue stops:
+    /// unless one streams again, every free chunk is freed, and so is each one delivered later.
+    func release() {
         var dropped: [StreamChunk] = []
         lock.withLock {
-            streams = max(0, streams - 1)
-            if streams == 0 { warm = !idle }
-            while free.count > limit, let chunk = free.popLast() { dropped.append(chunk) }
+            guard streams == 0 else { return }
+            warm = false
+            swap(&dropped, &free)
         }
         _ = dropped  // freed here, outside the lock
     }
@@ -182,14 +198,20 @@ final class ChunkCounts: Sendable {
     }
 }
 
-/// A piece of a streamed body in a malloc'ed buffer: the engine thread fills it with what libcurl
-/// passed during one turn of its loop (libcurl passes at most 16 KiB at a time, from reads of up
-/// to `capacity` bytes, and reads while the socket has data), then posts it to the delivery.
-/// Full-size chunks are recycled through the queue's `ChunkPool`.
-// @unchecked Sendable: written only by the engine thread, before it posts the chunk or after it
-// took it back from the pool; the delivering thread only reads it between the post and its return
-// to the pool. The queue's monitor (the post) and the pool's lock (the return) order these
-// accesses.
+/// A buffer of a streamed body (malloc'ed, `capacity` bytes), or a piece posted out of one. The
+/// engine thread fills a buffer with what libcurl passes (at most 16 KiB at a time, from reads of
+/// up to `capacity` bytes; libcurl reads while the socket has data) and, at the end of each turn
+/// of its loop and when the buffer is full, posts the bytes it put in since its last post as a
+/// piece (`piece(from:offset:)`, no copy; a buffer filled whole between two posts goes as it
+/// is), then goes on filling the same buffer. So every byte is copied once, and a buffer is
+/// counted once by the flow control however many pieces it was posted in. Buffers are recycled
+/// through the queue's `ChunkPool`.
+// @unchecked Sendable: a buffer's bytes are written only by the engine thread, each byte before
+// the piece holding it is posted, and read by the delivering thread between that post and the
+// piece's delivery: the queue's monitor (the post) orders them, and the bytes the engine fills
+// meanwhile are past every posted piece. `count` is the engine thread's only (a piece's is set
+// before it is posted). A buffer is filled again only after its last hold ended (`holds`, the
+// pool's lock).
 final class StreamChunk: @unchecked Sendable {
     /// The size of a full chunk, and of libcurl's receive buffer for a streamed body when it is
     /// not decoded (CURLOPT_BUFFERSIZE; libcurl allocates it for each transfer, and frees it
@@ -207,10 +229,16 @@ final class StreamChunk: @unchecked Sendable {
     let capacity: Int
     /// The counts of the pool that made it.
     private let counts: ChunkCounts?
+    /// A piece's buffer; nil for a buffer.
+    let buffer: StreamChunk?
+    /// A buffer's holds: the engine's while it fills it, and one per posted piece not delivered
+    /// yet (`StreamFlow.delivered` ends one; the last frees the buffer).
+    let holds = Atomic<Int>(0)
     /// Bytes filled. (`Transfer.bodyData` copies into the free room directly and sets it.)
     var count = 0
-    /// Position of the first byte in the body of its attempt.
-    private(set) var offset: UInt64 = 0
+    /// The position in the body of its attempt of a piece, or of a buffer posted whole (set by
+    /// the engine thread before it posts it).
+    var offset: UInt64
 
     /// `capacity` > 0; nil when memory ran out.
     init?(capacity: Int, counts: ChunkCounts? = nil) {
@@ -218,17 +246,31 @@ final class StreamChunk: @unchecked Sendable {
         bytes = raw.assumingMemoryBound(to: UInt8.self)
         self.capacity = capacity
         self.counts = counts
+        buffer = nil
+        offset = 0
         counts?.made()
     }
 
-    deinit {
-        free(bytes)
-        counts?.live.subtract(1, ordering: .relaxed)
+    /// The bytes of `buffer` from `start` to its count, at `offset` in the body: a piece to post,
+    /// holding `buffer`.
+    private init(_ buffer: StreamChunk, from start: Int, offset: UInt64) {
+        bytes = buffer.bytes + start
+        count = buffer.count - start
+        capacity = count
+        counts = nil
+        self.buffer = buffer
+        self.offset = offset
+        buffer.holds.add(1, ordering: .relaxed)
     }
 
-    func reset(offset: UInt64) {
-        count = 0
-        self.offset = offset
+    /// Engine thread: a piece of this buffer's bytes from `start` on, which begin at `offset` in
+    /// the body.
+    func piece(from start: Int, offset: UInt64) -> StreamChunk { StreamChunk(self, from: start, offset: offset) }
+
+    deinit {
+        guard buffer == nil else { return }
+        free(bytes)
+        counts?.live.subtract(1, ordering: .relaxed)
     }
 
     var isFull: Bool { count == capacity }

@@ -340,6 +340,10 @@ final class StreamLog: @unchecked Sendable {
         /// Every chunk was the fixture's pattern at its offset.
         var matchesPattern = true
         var threads: Set<UInt> = []
+        /// Chunks whose bytes did not begin in memory where the previous chunk's ended: the
+        /// buffers the chunks were in, when each one's pieces come in order.
+        var buffers = 0
+        var lastEnd: UInt?
         /// Chunk calls seen when the completion ran (nil before it).
         var callsAtCompletion: Int?
         var metrics: rq_metrics?
@@ -426,6 +430,9 @@ final class StreamLog: @unchecked Sendable {
         if keep { s.bytes.append(contentsOf: data) }
         s.count = offset + UInt64(data.count)
         s.totalReceived += UInt64(data.count)
+        let start = UInt(bitPattern: data.baseAddress)
+        if start != s.lastEnd { s.buffers += 1 }
+        s.lastEnd = start + UInt(data.count)
         s.calls += 1
         if s.sequence.last != "chunk" { s.sequence.append("chunk") }
         s.threads.insert(UInt(bitPattern: Int(pthread_self())))
