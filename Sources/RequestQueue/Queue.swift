@@ -318,6 +318,7 @@ enum CancelPrefetch {
     }
 
     /// Before the handle of a request to cancel is looked up: its id is the slot the handle holds.
+    /// (The slot itself is read at once by the lookup: a prefetch of it measured nothing.)
     static func start(handle pointer: OpaquePointer?) {
         start(UInt64(HandleTable.slot(of: UInt(bitPattern: pointer))), layout)
     }

@@ -221,7 +221,8 @@ public final class QueueState<Key: Hashable, Ref> {
 
         /// Where the entry of id 0 lies (0 when there is none), and the size and stride of an entry.
         var baseAddress: UInt {
-            entries.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress.map(UnsafeRawPointer.init)) }
+            // (An empty array's base is the shared empty storage's.)
+            entries.isEmpty ? 0 : entries.withUnsafeBufferPointer { entries in entries.baseAddress.map { UInt(bitPattern: $0) } ?? 0 }
         }
         static var entrySize: UInt { UInt(MemoryLayout<Entry>.size) }
         static var entryStride: UInt { UInt(MemoryLayout<Entry>.stride) }
