@@ -42,6 +42,10 @@ static inline int ccurl_environment_names_proxy(void) {
 /* Names the calling thread (at most 15 bytes show), as `top -H` and gdb see it; prctl is variadic. */
 static inline void ccurl_name_thread(const char *name) { (void)prctl(PR_SET_NAME, name, 0, 0, 0); }
 
+/* Asks the processor to load the cache line holding `address` for a write, without waiting for it
+ * (a hint: never faults, whatever the address). */
+static inline void ccurl_prefetch(const void *address) { __builtin_prefetch(address, 1, 3); }
+
 /* A non-blocking, close-on-exec eventfd, or -1. */
 static inline int ccurl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 

@@ -219,6 +219,14 @@ public final class QueueState<Key: Hashable, Ref> {
         @inline(__always)
         func ref(_ id: UInt64) -> Ref? { read(id) { $0.assumingMemoryBound(to: Ref?.self).pointee } }
 
+        /// Where the entry of id 0 lies (0 when there is none), and the size and stride of an entry.
+        var baseAddress: UInt {
+            // (An empty array's base is the shared empty storage's.)
+            entries.isEmpty ? 0 : entries.withUnsafeBufferPointer { entries in entries.baseAddress.map { UInt(bitPattern: $0) } ?? 0 }
+        }
+        static var entrySize: UInt { UInt(MemoryLayout<Entry>.size) }
+        static var entryStride: UInt { UInt(MemoryLayout<Entry>.stride) }
+
         /// Adds a request (an id past `SlotMap.maxID` is not a slot number: never stored).
         @inline(__always)
         mutating func insert(_ id: UInt64, _ record: Record, _ ref: Ref) {
@@ -299,6 +307,41 @@ public final class QueueState<Key: Hashable, Ref> {
 
     /// What the owner gave for `id` when it was added; nil when `id` is not in the queue.
     public func ref(_ id: UInt64) -> Ref? { records.ref(id) }
+
+    /// Where the memory that a cancel of a request reads first lies: the records (each with its
+    /// ref) and the scheduler's entries, as the addresses of id 0's (0 when there is none), for
+    /// `addresses(of:in:)`. Plain numbers, never read through; they change when the records or the
+    /// entries grow.
+    public struct Layout: Equatable, Sendable {
+        public var records: UInt
+        public var entries: UInt
+
+        public init(records: UInt, entries: UInt) {
+            self.records = records
+            self.entries = entries
+        }
+    }
+
+    public var layout: Layout {
+        Layout(records: records.baseAddress, entries: scheduler.entryAddress(of: 0).map { UInt(bitPattern: $0) } ?? 0)
+    }
+
+    /// Calls `touch` with an address in each cache line that a cancel of `id` reads first, as
+    /// `layout` placed them: its record with its ref (one line or two) and its scheduler entry, so
+    /// that the owner can start loading them all at once with a prefetch, even before it takes its
+    /// lock (from a `layout` it kept: a stale one only makes useless hints). With a million waiting
+    /// requests none of them is in a cache, and a cancel found them one after the other, each load
+    /// waiting for the last (bench/README.md, "The queue at scale: prefetching"). Addresses only:
+    /// nothing is read, and they may point anywhere (a prefetch never faults).
+    public static func addresses(of id: UInt64, in layout: Layout, _ touch: (UInt) -> Void) {
+        let index = UInt(truncatingIfNeeded: id)
+        if layout.records != 0 {
+            let record = layout.records &+ index &* Records.entryStride
+            touch(record)
+            touch(record &+ (Records.entrySize &- 1))
+        }
+        if layout.entries != 0 { touch(layout.entries &+ index &* Scheduler<Key>.entryStride) }
+    }
 
     /// Whether `generation` is the running attempt of the request (reports of it count).
     public func isCurrent(_ id: UInt64, generation: UInt64) -> Bool {

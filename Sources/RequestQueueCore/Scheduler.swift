@@ -142,6 +142,11 @@ public struct Scheduler<Key: Hashable> {
 
     public func priority(of id: UInt64) -> Int? { entries[id].map { Int($0.priority) } }
 
+    /// Where the entry of `id` lies in memory, for a prefetch hint only (see `SlotMap.address`),
+    /// and the distance between two ids' entries.
+    public func entryAddress(of id: UInt64) -> UnsafeRawPointer? { entries.address(of: id) }
+    public static var entryStride: UInt { SlotMap<Entry>.stride }
+
     /// The live (waiting or running) ids with an equal key, oldest first.
     public func ids(withKey key: Key) -> [UInt64] { idsByKey[key] ?? [] }
 

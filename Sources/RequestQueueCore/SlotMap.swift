@@ -51,6 +51,16 @@ public struct SlotMap<Value>: Sequence {
         return body(&value)
     }
 
+    /// Where the value of `id` lies in memory, for a prefetch hint only (never read through: it is
+    /// valid only until the map changes); nil past the end.
+    public func address(of id: UInt64) -> UnsafeRawPointer? {
+        guard id < UInt64(slots.count) else { return nil }
+        return slots.withUnsafeBufferPointer { slots in slots.baseAddress.map { UnsafeRawPointer($0 + Int(id)) } }
+    }
+
+    /// The distance in memory between the values of two consecutive ids.
+    public static var stride: UInt { UInt(MemoryLayout<Value?>.stride) }
+
     /// The ids present, in increasing order.
     public var keys: [UInt64] { map(\.key) }
 

@@ -490,4 +490,29 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         _ = s.add(0, "again", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" })
         #expect(s.ref(0) == "again" && s.phase(of: 0) == .waiting && s.count == 3)
     }
+
+    /// The addresses a cancel prefetches (`layout`, `addresses(of:in:)`) are those of the request's
+    /// entry, where its ref lies, and of its scheduler entry; none before anything was added.
+    @Test func thePrefetchedAddressesAreThoseOfTheRequestsRecordAndEntry() {
+        let s = QueueState<String, String>()
+        s.suspend()
+        s.setDuplicates(.allow)
+        var touched: [UInt] = []
+        QueueState<String, String>.addresses(of: 3, in: s.layout) { touched.append($0) }
+        #expect(touched.isEmpty)
+        for id: UInt64 in 0..<40 { _ = s.add(id, "r\(id)", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" }) }
+        let layout = s.layout
+        var previousLast: UInt = 0
+        for id: UInt64 in 0..<40 {
+            touched = []
+            QueueState<String, String>.addresses(of: id, in: layout) { touched.append($0) }
+            #expect(touched.count == 3)
+            guard touched.count == 3, let record = UnsafeRawPointer(bitPattern: touched[0]) else { continue }
+            #expect(record.load(as: String?.self) == "r\(id)")
+            // The entry's last byte: after its first, before the next entry's first.
+            #expect(touched[1] > touched[0] && (id == 0 || touched[0] > previousLast))
+            previousLast = touched[1]
+            #expect(touched[2] == s.scheduler.entryAddress(of: id).map { UInt(bitPattern: $0) })
+        }
+    }
 }

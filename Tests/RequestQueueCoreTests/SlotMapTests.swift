@@ -43,4 +43,20 @@ import RequestQueueCore
         map[UInt64.max] = 2
         #expect(map[SlotMap<Int>.maxID + 1] == nil && map[UInt64.max] == nil && map.count == 1)
     }
+
+    /// `address(of:)` (a prefetch hint) is where the value lies: consecutive ids `stride` apart.
+    @Test func addressIsWhereTheValueLies() {
+        var m = SlotMap<Int>()
+        #expect(m.address(of: 0) == nil)
+        for id: UInt64 in 0..<20 { m[id] = Int(id) * 7 }
+        for id: UInt64 in 0..<20 {
+            guard let address = m.address(of: id), let first = m.address(of: 0) else {
+                Issue.record("no address for \(id)")
+                continue
+            }
+            #expect(address.load(as: Int?.self) == Int(id) * 7)
+            #expect(UInt(bitPattern: address) - UInt(bitPattern: first) == UInt(id) * SlotMap<Int>.stride)
+        }
+        #expect(m.address(of: 20) == nil)
+    }
 }
