@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+import threading
 
 import pytest
 
@@ -83,16 +84,27 @@ def test_a_queue_dropped_with_a_request_in_flight_holds_its_body_until_freed(ser
     # its body stays alive until the queue is freed (the reaper), then it is let go of.
     body = bytes(bytearray(b"d" * 5000))
     base = sys.getrefcount(body)
+    # The reaper waits at `gate` (before freeing the queue) until the test opens it.
+    gate = threading.Event()
+
+    class Blocker:
+        def set(self) -> None:
+            gate.wait()
+
+    runtime._start_reaper()
+    runtime._dropped.put(Blocker())
     dropped = rq.Queue()
     dropped.add(rq.Request(server.url(f"/hold?key={uid}&n=1&id={uid}"), "POST", body=body))
-    server.wait_for_requests(uid)
-    del dropped
-    gc.collect()
     try:
+        server.wait_for_requests(uid)
+        del dropped
+        gc.collect()
         assert sys.getrefcount(body) == base + 1  # the request was collected; the binding holds it
+        gate.set()
         runtime._wait_for_reaper()
         assert sys.getrefcount(body) == base
     finally:
+        gate.set()
         server._get(f"/_/release?key={uid}")
 
 
