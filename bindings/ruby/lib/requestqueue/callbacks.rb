@@ -57,9 +57,9 @@ module RequestQueue
 
   # The C callbacks. There is one FFI::Function of each kind for the whole process (never
   # garbage collected); each finds its request in REGISTRY by its key, the context the request's
-  # completion was given (rq_request_set_summary_completion or rq_add_url_with_summary): the Request's object_id, an
-  # Integer known before the request is added (a request added by rq_add_url may complete on
-  # another thread before its handle is known) and never reused while the Request lives. Its queue's
+  # completion was given (rq_request_set_summary_completion or rq_add_url_with_summary): the
+  # Request's object_id, an Integer known before the request is added (a request added by
+  # rq_add_url_with_summary may complete on another thread before its handle is known) and never reused while the Request lives. Its queue's
   # State is found through the Request. A request's Ruby blocks stay referenced by its queue
   # (State#outstanding) until its completion, its final callback.
   #
@@ -171,9 +171,10 @@ module RequestQueue
 
     # The context (the request's key) and the request's handle come as Integers (no FFI::Pointer
     # made per call); the handle is unused but by the completion (see Request#handle_seen).
-    COMPLETION = FFI::Function.new(:void, %i[ulong ulong pointer int int int pointer size_t]) do |key, handle, response, outcome, status, http_version, body, size|
-      completion(key, handle, response, outcome, status, http_version, body, size)
-    end
+    COMPLETION = FFI::Function.new(:void, %i[ulong ulong pointer int int int pointer size_t]) \
+      do |key, handle, response, outcome, status, http_version, body, size|
+        completion(key, handle, response, outcome, status, http_version, body, size)
+      end
 
     DOWNLOAD_PROGRESS = FFI::Function.new(:void, %i[ulong ulong double int64 int64]) do |key, _r, fraction, done, total|
       progress(key, :on_download_progress, fraction, done, total)
