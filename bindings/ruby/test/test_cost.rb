@@ -39,7 +39,8 @@ class TestCost < Minitest::Test
   end
 
   # A request added by URL, completed, read (status, outcome, body) and dropped: made, given its
-  # completion and added in one call; its response read and retained in one call; both released
+  # completion and added in one call; its response arrives retained, with its summary as the
+  # completion's arguments (rq_add_url_with_summary: no call to read it); both released
   # by the reaper once dropped, with the others dropped meanwhile (one call of each kind per batch).
   def test_library_calls_per_request
     out = counted(<<~RUBY)
@@ -61,7 +62,7 @@ class TestCost < Minitest::Test
     calls = eval(out[1]) # rubocop:disable Security/Eval -- our child's Hash#inspect
     # Released in batches: every one exactly once (counted below), in fewer calls than requests.
     releases = calls.slice(:rq_request_free_many, :rq_response_release_many)
-    assert_equal({ rq_add_url_keyed: N, rq_response_retain_summary: N }, calls.except(*releases.keys))
+    assert_equal({ rq_add_url_keyed: N }, calls.except(*releases.keys))
     assert_equal 2, releases.size, calls.inspect
     assert releases.values.all? { |n| n.between?(1, N - 1) }, releases.inspect
     assert_equal({ rq_request_free_many: N, rq_response_release_many: N }.inspect, out[2])
@@ -81,6 +82,7 @@ class TestCost < Minitest::Test
         raise "url" unless response.url.end_with?("header=X-A:b")
         raise "headers" unless response.headers["x-a"] == "b" && response["X-A"] == "b"
         raise "message" unless response.error_message == "" && response.metrics.bytes_down == 10
+        raise "attempts" unless response.attempts == 1
       end
       puts response.frozen?
       puts per_request.to_h { |name, n| [name, n - before.fetch(name, 0)] }.reject { |_, n| n.zero? }.inspect
@@ -89,8 +91,8 @@ class TestCost < Minitest::Test
     assert_equal "true", out[0]
     headers = Integer(out[2])
     assert_operator headers, :>=, 2
-    assert_equal({ rq_response_header_at: headers, rq_response_header_count: 1, rq_response_metrics: 1,
-                   rq_response_url: 1 }.inspect, out[1])
+    assert_equal({ rq_response_attempts: 1, rq_response_header_at: headers, rq_response_header_count: 1,
+                   rq_response_metrics: 1, rq_response_url: 1 }.inspect, out[1])
   end
 
   # A body above Response::EAGER_BODY is copied with everything else during the completion and
@@ -109,7 +111,8 @@ class TestCost < Minitest::Test
     RUBY
     calls = eval(out[0]) # rubocop:disable Security/Eval -- our child's Hash#inspect
     assert_equal 1, calls[:rq_response_release], calls.inspect
-    assert_equal 1, calls[:rq_response_retain_summary], calls.inspect
+    assert_equal 1, calls[:rq_response_get_summary], calls.inspect
+    assert_nil calls[:rq_response_retain_summary], calls.inspect
     assert_operator calls[:rq_response_header_at].to_i, :>=, 1, calls.inspect
     assert_equal [size, size.to_s, size].inspect, out[1]
     assert_equal "true", out[2], "nothing read after the completion"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ._native import ADDED_COMPLETION, SUMMARY_COMPLETION, ffi, lib
 from ._response import _completed
-from ._runtime import _contexts, _registry, _unexpected
+from ._runtime import _contexts, _held_bodies, _registry, _unexpected
 
 if TYPE_CHECKING:
     from ._request import Request
@@ -25,6 +25,8 @@ def _on_completion(context: Any, request: Any, response: Any, outcome: int, stat
     """The completion of a request added whole (see SUMMARY_COMPLETION): `response` arrives
     retained, with its figures; _completed keeps it in the Response, or lets it go."""
     ref = _registry.pop(context, None)
+    # (A body the library read in place: let go of once this callback returns, see _held_bodies.)
+    held = _held_bodies.pop(context, None) if _held_bodies else None  # noqa: F841
     req = ref() if ref is not None else None
     if req is not None:
         req._complete(_completed(response, outcome, status, http_version, body, size))

@@ -36,6 +36,7 @@ from ._runtime import (
     _creation_site,
     _drain,
     _gcp,
+    _held_bodies,
     _open_queues,
     _registry,
     _release_later,
@@ -396,11 +397,15 @@ class _QueueBase:
             handle = req._key = req._handle
             self._live[handle] = req
             _registry[handle] = _new_ref(req)
+            body = req.body
+            if body is not None:
+                _held_bodies[handle] = body  # (read in place by the library until the completion)
             code = lib.rq_add(ptr, handle)
             if code != 0:
                 req._queue = None
                 self._live.pop(handle, None)
                 _registry.pop(handle, None)
+                _held_bodies.pop(handle, None)
                 self._check(code, f"add {req!r}")
             if asynchronous and len(self._live) == 1:
                 self._became_busy()

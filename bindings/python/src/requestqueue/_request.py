@@ -300,8 +300,12 @@ class Request:
                 body = body.encode("utf-8")
             elif not isinstance(body, (bytes, bytearray, memoryview)):
                 body = _encoding.read_body(body)  # a file or an iterator: read whole (see _encoding)
+            # An immutable bytes object: `body` itself when it is one (no copy), else its one copy.
+            # The library reads it in place (rq_request_set_body_borrowed): this request holds it
+            # until it is collected, and from add() until its completion _held_bodies does too (see
+            # the Lifetimes in _runtime).
             content = bytes(body)
-            self._call(lib.rq_request_set_body, ffi.from_buffer(content) if content else ffi.NULL,
+            self._call(lib.rq_request_set_body_borrowed, ffi.from_buffer(content) if content else ffi.NULL,
                        len(content), what="body")
             self.body = content
 

@@ -44,6 +44,13 @@ Lifetimes
   in requestqueue.h). A completion with a body larger than ``_EAGER_BODY`` bytes
   copies everything at once instead and lets it go (the retained response would hold a second copy
   of the body), as does an authentication challenge.
+* A request body is always an immutable ``bytes`` object (the one given, or the binding's one copy
+  of a bytearray, memoryview, str, file, ...), which the library reads in place
+  (``rq_request_set_body_borrowed``: no copy in the library). The :class:`Request` holds it (its
+  ``body``) while it lives, and ``_held_bodies`` from ``add`` until the request's completion
+  callback returns: a queue dropped with requests in flight is collected with them, and its requests
+  keep sending until the reaper frees it. A request never added is collected with its body; the
+  library never reads the body of a request that is not added, and nothing can add it any more.
 * A :class:`Request` releases its handle after it is garbage collected (its handle is an ``ffi.gc``
   pointer queued in ``_releases``; the library keeps a request in flight for itself), never once
   the interpreter is exiting. (In a forked child, the parent's requests are released too: the
@@ -95,6 +102,10 @@ _registry: Dict[Any, "weakref.ReferenceType[Request]"] = {}
 # registered before it. It maps to the queue (its _self_ref: weak, as above), whose _live holds the
 # request under that same integer.
 _contexts: Dict[int, "weakref.ReferenceType[_QueueBase]"] = {}
+# handle -> the body of a request in flight (added, completion not yet run), which the library reads
+# in place (rq_request_set_body_borrowed): held strongly, because a queue dropped with its requests
+# collects them (and their `body`) while its requests still run until the reaper frees it.
+_held_bodies: Dict[Any, bytes] = {}
 _context_values = itertools.count(1)  # (next() of a count is atomic)
 _open_queues: "weakref.WeakSet[_QueueBase]" = weakref.WeakSet()
 _pid = os.getpid()  # the process that owns the library's threads
@@ -150,6 +161,7 @@ def _after_fork_in_child() -> None:
         queue._abandon()
     _registry.clear()
     _contexts.clear()
+    _held_bodies.clear()
 
 
 if hasattr(os, "register_at_fork"):

@@ -57,9 +57,9 @@ module RequestQueue
 
   # The C callbacks. There is one FFI::Function of each kind for the whole process (never
   # garbage collected); each finds its request in REGISTRY by its key, the context the request's
-  # completion was given (rq_request_set_completion or rq_add_url): the Request's object_id, an
-  # Integer known before the request is added (a request added by rq_add_url may complete on
-  # another thread before its handle is known) and never reused while the Request lives. Its queue's
+  # completion was given (rq_request_set_summary_completion or rq_add_url_with_summary): the
+  # Request's object_id, an Integer known before the request is added (a request added by
+  # rq_add_url_with_summary may complete on another thread before its handle is known) and never reused while the Request lives. Its queue's
   # State is found through the Request. A request's Ruby blocks stay referenced by its queue
   # (State#outstanding) until its completion, its final callback.
   #
@@ -89,14 +89,26 @@ module RequestQueue
       [request, state] if state
     end
 
-    # `handle`: the request's native handle (an Integer), for a Request whose add has not yet
-    # returned it (see Request#handle_seen).
-    def self.completion(key, handle, response_pointer)
+    # request key => the frozen String body of a request in flight (added, completion not yet
+    # run), which the library reads in place (rq_request_set_body_borrowed, see Request#set_body).
+    # Held here because a queue dropped with its requests is collected with them while the library
+    # still runs them, until the reaper frees it. Emptied by each completion.
+    HELD_BODIES = {}
+
+    # The completion of every request (an rq_summary_completion_fn): `response_pointer` arrives
+    # retained, with its outcome, status, HTTP version and body (Response.completed keeps it or
+    # releases it). `handle`: the request's native handle (an Integer), for a Request whose add
+    # has not yet returned it (see Request#handle_seen).
+    def self.completion(key, handle, response_pointer, outcome, status, http_version, body, size)
+      _held = HELD_BODIES.delete(key) unless HELD_BODIES.empty? # (let go of once this returns)
       request, state = lookup(key)
-      return unless request && state.remove(key)
+      unless request && state.remove(key)
+        Native.rq_response_release(response_pointer) # (nobody is left to read it)
+        return
+      end
 
       request.handle_seen(handle)
-      response = Response.completed(response_pointer, request)
+      response = Response.completed(response_pointer, outcome, status, http_version, body, size, request)
       block = request.finish(response)
       block.call(response) if block && !state.suppressed
     rescue Exception => e # rubocop:disable Lint/RescueException -- must not unwind through C
@@ -159,9 +171,10 @@ module RequestQueue
 
     # The context (the request's key) and the request's handle come as Integers (no FFI::Pointer
     # made per call); the handle is unused but by the completion (see Request#handle_seen).
-    COMPLETION = FFI::Function.new(:void, %i[ulong ulong pointer]) do |key, handle, response|
-      completion(key, handle, response)
-    end
+    COMPLETION = FFI::Function.new(:void, %i[ulong ulong pointer int int int pointer size_t]) \
+      do |key, handle, response, outcome, status, http_version, body, size|
+        completion(key, handle, response, outcome, status, http_version, body, size)
+      end
 
     DOWNLOAD_PROGRESS = FFI::Function.new(:void, %i[ulong ulong double int64 int64]) do |key, _r, fraction, done, total|
       progress(key, :on_download_progress, fraction, done, total)

@@ -255,12 +255,14 @@ module RequestQueue
             "#{library_path} is older than this gem (requestqueue #{VERSION}): it lacks #{missing.join(", ")}"
     end
 
-    # The same functions under a second name, for the gem's own use: the context of a completion
+    # rq_add_url_with_summary and rq_request_set_summary_completion under a second name, for the
+    # gem's own use (every request's completion is Callbacks::COMPLETION): the context of a completion
     # is an Integer (the request's key, see Callbacks) passed as an unsigned long, the register a
     # `void *` travels in on every ABI the library builds for (LP64), so that no FFI::Pointer is
     # made per request; the callback is the process-wide FFI::Function, passed as a pointer.
-    attach_function :rq_add_url_keyed, :rq_add_url, %i[pointer string pointer ulong pointer pointer], :int
-    attach_function :rq_request_set_completion_keyed, :rq_request_set_completion, %i[pointer pointer ulong pointer], :int
+    attach_function :rq_add_url_keyed, :rq_add_url_with_summary, %i[pointer string pointer ulong pointer pointer], :int
+    attach_function :rq_request_set_completion_keyed, :rq_request_set_summary_completion,
+                    %i[pointer pointer ulong pointer], :int
 
     # The names of the functions attached with `blocking: true`.
     BLOCKING = FUNCTIONS.select { |f| f[3] }.map(&:first).freeze

@@ -87,7 +87,12 @@ module RequestQueue
     # Results of rq_add_url about its URL (raised as Request.new raises them); the others are about
     # the queue (raised as Queue#add raises them for a Request).
     URL_RESULTS = [4, 5, 16].freeze # invalid_url, unsupported_scheme, out_of_memory
-    private_constant :ADD_OUT, :URL_RESULTS
+    # A frozen String body of at least this many bytes is read in place by the library (see
+    # #set_body); a smaller one is copied (cheap). Above the largest String Ruby 3.x embeds in an
+    # object slot (23 bytes in 3.1, at most 640-byte slots with variable-width allocation in 3.2+),
+    # whose bytes compaction could move.
+    BORROW_MIN = 4096
+    private_constant :ADD_OUT, :URL_RESULTS, :BORROW_MIN
 
     # Queue#add of a URL without options (the common request): the request made, given its
     # completion and added in one library call (rq_add_url) instead of three, with the results and
@@ -281,9 +286,11 @@ module RequestQueue
         @queue = queue
         @queue_state = queue_state
         Callbacks.register(self, queue_state)
+        Callbacks::HELD_BODIES[@key] = @body if @body
         rc = Native.rq_add(queue_pointer, ptr)
         return self if rc == Native::RQ_OK
 
+        Callbacks::HELD_BODIES.delete(@key)
         Callbacks.unregister(self, queue_state)
         @queue = @queue_state = nil
         RequestQueue.check(rc)
@@ -397,10 +404,17 @@ module RequestQueue
 
       if body.empty?
         RequestQueue.check(Native.rq_request_set_body(@pointer, nil, 0))
+      elsif body.frozen? && body.bytesize >= BORROW_MIN
+        # Read in place by the library (no copy): a frozen String cannot change, this request holds
+        # it (@body) while it lives and Callbacks::HELD_BODIES from the add until its completion, and
+        # its bytes, too large to be embedded in the object's slot, are a heap buffer that
+        # compaction (GC.compact) does not move. (ffi passes a String argument as its own bytes.)
+        RequestQueue.check(Native.rq_request_set_body_borrowed(@pointer, body, body.bytesize))
+        @body = body
       else
-        buffer = FFI::MemoryPointer.new(:uint8, body.bytesize)
-        buffer.put_bytes(0, body)
-        RequestQueue.check(Native.rq_request_set_body(@pointer, buffer, body.bytesize))
+        # Copied by the library during the call (ffi passes the String's own bytes, no copy on
+        # this side): a String that is not frozen may change after this.
+        RequestQueue.check(Native.rq_request_set_body(@pointer, body, body.bytesize))
       end
     end
 

@@ -2,10 +2,10 @@
 
 module RequestQueue
   # The result of a request. Immutable. A completion's Response copies its outcome, status, HTTP
-  # version, attempts and body during the callback, and keeps the library's response (retained)
-  # to read its headers, URL, message and metrics from when they are first asked for; the
-  # reaper releases it once the Response is garbage (Reaper). A body above EAGER_BODY bytes
-  # copies everything at once instead, so that the library's copy of a large body is not held
+  # version and body during the callback (they come as its arguments), and keeps the library's
+  # response (retained for it) to read its headers, URL, message, attempts and metrics from when
+  # they are first asked for; the reaper releases it once the Response is garbage (Reaper). A body
+  # above EAGER_BODY bytes copies everything at once instead, so that the library's copy of a large body is not held
   # until the collector runs. An on_head block's Response and AuthChallenge#response are copied
   # whole during their callback.
   #
@@ -37,7 +37,7 @@ module RequestQueue
                          :attempts, :connection_reused, :wire_bytes_down, :header_bytes_down,
                          :http_version, keyword_init: true)
 
-    attr_reader :outcome, :status, :body, :attempts, :request
+    attr_reader :outcome, :status, :body, :request
     # The HTTP version of the response: 10, 11, 20 (HTTP/2) or 30; 0 when none was received.
     attr_reader :http_version
 
@@ -72,30 +72,27 @@ module RequestQueue
       end
     end
 
-    # The Response of a completion: the summary read and the response retained in one call
-    # (rq_response_retain_summary); the rest read when asked for (see the class).
-    def self.completed(pointer, request)
-      out = out_params
-      begin
-        summary = out.summary
-        RequestQueue.check(Native.rq_response_retain_summary(pointer, summary))
-        retained = FFI::AutoPointer.new(pointer, Reaper::RESPONSE_RELEASER)
-        length = summary[:body_size]
-        if length > EAGER_BODY
-          retained.autorelease = false
-          begin
-            return copy_whole(pointer, out, request)
-          ensure
-            Native.rq_response_release(pointer)
+    # The Response of a completion (an rq_summary_completion_fn: `pointer` arrives retained for us,
+    # with its outcome, status, HTTP version and body as arguments: no call into the library); the
+    # rest read when asked for (see the class). A body above EAGER_BODY bytes: everything copied
+    # now and the response let go. `pointer` is released whatever happens.
+    def self.completed(pointer, outcome, status, http_version, body_pointer, length, request)
+      if length > EAGER_BODY
+        begin
+          return with_out_params do |out|
+            RequestQueue.check(Native.rq_response_get_summary(pointer, out.summary))
+            copy_whole(pointer, out, request)
           end
+        ensure
+          Native.rq_response_release(pointer)
         end
-        body = length.zero? ? String.new(encoding: Encoding::BINARY) : summary[:body].read_bytes(length)
-        response = allocate
-        response.__send__(:init_retained, retained, Native::OUTCOMES.fetch(summary[:outcome], :transport),
-                          summary[:status], body.freeze, summary[:attempts], summary[:http_version], request)
-      ensure
-        OUT_PARAMS.push(out)
       end
+      retained = FFI::AutoPointer.new(pointer, Reaper::RESPONSE_RELEASER)
+      body = length.zero? ? String.new(encoding: Encoding::BINARY) : body_pointer.read_bytes(length)
+      response = allocate
+      response.__send__(:init_retained, retained, Native::OUTCOMES.fetch(outcome, :transport),
+                        status, body.freeze, http_version, request)
+      response
     end
 
     # A Response of everything in `pointer`, whose summary is in out.summary.
@@ -139,6 +136,7 @@ module RequestQueue
       url: ->(pointer) { read_url(pointer) },
       error_message: ->(pointer) { read_error_message(pointer) },
       metrics: ->(pointer) { with_out_params { |out| copy_metrics(pointer, out.metrics) } },
+      attempts: ->(pointer) { Native.rq_response_attempts(pointer) },
     }.freeze
     private_constant :LAZY
 
@@ -207,6 +205,11 @@ module RequestQueue
     # The library's message for an outcome other than :ok ("" for :ok).
     def error_message
       @error_message || lazy(:error_message)
+    end
+
+    # The number of attempts made (1 unless the request was retried).
+    def attempts
+      @attempts || lazy(:attempts)
     end
 
     # Timings and byte counts (a Metrics).
@@ -296,13 +299,12 @@ module RequestQueue
 
     private
 
-    def init_retained(retained, outcome, status, body, attempts, http_version, request)
+    def init_retained(retained, outcome, status, body, http_version, request)
       @retained = retained
       @lazy = {} # (the fields read so far; the Response itself is frozen)
       @outcome = outcome
       @status = status
       @body = body
-      @attempts = attempts
       @http_version = http_version
       @request = request
       @error_message = "" if outcome == :ok
