@@ -181,6 +181,51 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
         }
     }
 
+    /// The one-pass checks `rq_request_set_header` uses agree with `headerName` and `headerValue`:
+    /// the same names and values accepted, the same stored bytes, the same messages, for every byte
+    /// at every place, and the name lowercased as `String.lowercased` does.
+    @Test func contiguousHeaderChecksAgreeWithTheGenericOnes() {
+        func name(_ b: [UInt8]) -> Result<(String, String), InputError> {
+            b.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.headerName(contiguous: p) } }
+        }
+        func value(_ b: [UInt8]) -> Result<[UInt8], InputError> {
+            b.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.headerValue(contiguous: p) } }
+        }
+        var names: [[UInt8]] = [[], bytes("Content-Type"), bytes("x-lower"), bytes("ALLUPPER@"), Array(repeating: 0x41, count: 256),
+                                Array(repeating: 0x61, count: 257)]
+        var values: [[UInt8]] = [[], bytes(" "), bytes("\t \t"), bytes(" a "), bytes("application/json"),
+                                 Array(repeating: 0x20, count: 65536), Array(repeating: 0x61, count: 65537)]
+        for c in UInt8(0)...0xFF {
+            for position in 0..<5 {
+                var n = bytes("AbCdE")
+                n[position] = c
+                names.append(n)
+                var v = bytes(" v-v ")
+                v[position] = c
+                values.append(v)
+            }
+        }
+        for n in names {
+            let generic = Result { () throws(InputError) in try Validation.headerName(n) }
+            switch (name(n), generic) {
+            case let (.success(fast), .success(slow)):
+                #expect(fast.0 == slow && fast.1 == slow.lowercased(), "\(n)")
+            case let (.failure(fast), .failure(slow)):
+                #expect(fast.reason == slow.reason, "\(n)")
+            default:
+                Issue.record("disagree on \(n)")
+            }
+        }
+        for v in values {
+            let generic = Result { () throws(InputError) in try Validation.headerValue(v) }
+            switch (value(v), generic) {
+            case let (.success(fast), .success(slow)): #expect(fast == slow, "\(v)")
+            case let (.failure(fast), .failure(slow)): #expect(fast.reason == slow.reason, "\(v)")
+            default: Issue.record("disagree on \(v)")
+            }
+        }
+    }
+
     // MARK: Header values
 
     @Test func headerValuesAreTrimmed() throws {
