@@ -434,7 +434,7 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
 @c @implementation public func rq_request_set_method(_ pointer: OpaquePointer?, _ method: UnsafePointer<CChar>?) -> rq_result {
     guard let bytes = cStringBytes(method) else { return null("method") }
     return configure(pointer) { r in
-        do throws(InputError) { r.method = try Validation.method(bytes) } catch { return inputResult(error) }
+        do throws(InputError) { r.method = try Validation.method(contiguous: bytes) } catch { return inputResult(error) }
         return RQ_OK
     }
 }

@@ -235,6 +235,26 @@ public enum Validation {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// `method` for the bytes of a C string: a method the library names (`HTTPMethods`) is its
+    /// string literal, with no check or copy of the bytes; any other goes through `method`.
+    public static func method(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> String {
+        func equal(_ literal: StaticString) -> Bool {
+            guard b.count == literal.utf8CodeUnitCount, let p = b.baseAddress else { return false }
+            let q = literal.utf8Start
+            for i in 0..<b.count where p[i] != q[i] { return false }
+            return true
+        }
+        switch b.count {
+        case 3: if equal("GET") { return "GET" } else if equal("PUT") { return "PUT" }
+        case 4: if equal("POST") { return "POST" } else if equal("HEAD") { return "HEAD" }
+        case 5: if equal("PATCH") { return "PATCH" } else if equal("TRACE") { return "TRACE" }
+        case 6: if equal("DELETE") { return "DELETE" }
+        case 7: if equal("OPTIONS") { return "OPTIONS" }
+        default: break
+        }
+        return try method(b)
+    }
+
     /// A header name is a token of 1 to 256 bytes.
     public static func headerName<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> String where Bytes.Element == UInt8 {
         try token(bytes, what: "the header name", limit: maxHeaderNameLength, kind: .invalidHeader)

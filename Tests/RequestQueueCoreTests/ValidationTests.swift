@@ -226,6 +226,32 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
         }
     }
 
+    /// The methods `rq_request_set_method` takes as literals are the bytes given; every other
+    /// method is checked and made as `method` does.
+    @Test func contiguousMethodsAgreeWithTheGenericCheck() {
+        var methods = HTTPMethods.idempotent.union(HTTPMethods.sendingBody).union(HTTPMethods.coalescable)
+            .union(HTTPMethods.seeOtherFollowed).map(bytes)
+        for m in ["CONNECT", "get", "Post", "GETS", "GE", "POS", "PUTT", "OPTION", "DELETe", "", "G T", "X\u{7F}"] {
+            methods.append(bytes(m))
+        }
+        for m in methods.map({ $0 }) where !m.isEmpty {
+            for position in 0..<m.count {   // every method with one byte changed
+                var changed = m
+                changed[position] ^= 0x01
+                methods.append(changed)
+            }
+        }
+        for m in methods {
+            let fast = m.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.method(contiguous: p) } }
+            let slow = Result { () throws(InputError) in try Validation.method(m) }
+            switch (fast, slow) {
+            case let (.success(a), .success(b)): #expect(a == b && Array(a.utf8) == m, "\(m)")
+            case let (.failure(a), .failure(b)): #expect(a.reason == b.reason, "\(m)")
+            default: Issue.record("disagree on \(m)")
+            }
+        }
+    }
+
     // MARK: Header values
 
     @Test func headerValuesAreTrimmed() throws {
