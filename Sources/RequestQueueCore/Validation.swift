@@ -309,8 +309,8 @@ public enum Validation {
         return (name, name.lowercased())
     }
 
-    /// `headerValue` for the bytes of a C string: the trim, then the check for NUL, CR and LF eight
-    /// bytes at a time, and one copy of the trimmed bytes. Accepts and refuses exactly what
+    /// `headerValue` for the bytes of a C string: the check for NUL, CR and LF eight bytes at a
+    /// time, then the trim, and one copy of the trimmed bytes. Accepts and refuses exactly what
     /// `headerValue` does, with its messages (made only for a refused value).
     public static func headerValue(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> [UInt8] {
         let n = b.count
