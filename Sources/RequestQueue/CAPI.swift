@@ -435,7 +435,7 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
 @c @implementation public func rq_request_set_method(_ pointer: OpaquePointer?, _ method: UnsafePointer<CChar>?) -> rq_result {
     guard let bytes = cStringBytes(method) else { return null("method") }
     return configure(pointer) { r in
-        do throws(InputError) { r.method = try Validation.method(bytes) } catch { return inputResult(error) }
+        do throws(InputError) { r.method = try Validation.method(contiguous: bytes) } catch { return inputResult(error) }
         return RQ_OK
     }
 }
@@ -443,16 +443,17 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
 @c @implementation public func rq_request_set_header(_ pointer: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> rq_result {
     guard let nameBytes = cStringBytes(name) else { return null("name") }
     return configure(pointer) { r in
-        let headerName: String
-        do throws(InputError) { headerName = try Validation.headerName(nameBytes) } catch { return inputResult(error) }
-        let lowercased = headerName.lowercased()
+        let headerName: String, lowercased: String
+        do throws(InputError) { (headerName, lowercased) = try Validation.headerName(contiguous: nameBytes) } catch {
+            return inputResult(error)
+        }
         guard let valueBytes = cStringBytes(value) else {
             r.headers.removeAll { $0.lowercasedName == lowercased }
             r.removedHeaders.insert(lowercased)
             return RQ_OK
         }
         let headerValue: [UInt8]
-        do throws(InputError) { headerValue = try Validation.headerValue(valueBytes) } catch {
+        do throws(InputError) { headerValue = try Validation.headerValue(contiguous: valueBytes) } catch {
             return inputResult(InputError(.invalidHeader, "the value of header \"\(headerName)\" \(error.reason)"))
         }
         let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)

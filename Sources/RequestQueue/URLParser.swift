@@ -31,10 +31,11 @@ enum URLParser {
             do throws(InputError) { https = try Validation.urlSyntax(bytes) } catch { throw .input(error) }
             authority = Validation.authorityEnd(bytes)
         }
-        let last = LastURL.current
-        if let parsed = last?.parts(of: bytes, authorityEnd: authority) { return parsed.with(string: String(decoding: bytes, as: UTF8.self)) }
+        // Borrowed, not retained: the thread's own object, released only when the thread exits.
+        let last = LastURL.currentReference
+        if let known = last?._withUnsafeGuaranteedRef({ $0.url(bytes, authorityEnd: authority) }) { return known }
         let parsed = try parsedByLibcurl(url, bytes, https: https)
-        last?.remember(bytes, authorityEnd: authority, parsed)
+        last?._withUnsafeGuaranteedRef { $0.remember(bytes, authorityEnd: authority, parsed) }
         return parsed
     }
 
@@ -83,11 +84,11 @@ final class LastURL {
     /// How many URLs the thread had libcurl parse (accepted ones; for the tests).
     private(set) var parses = 0
 
-    /// The parts of `url` when its authority is the remembered one.
-    func parts(of url: UnsafeBufferPointer<UInt8>, authorityEnd end: Int) -> ValidatedURL? {
-        guard let parsed, end == authority.count, let base = url.baseAddress,
+    /// `url` with the remembered parts when its authority is the remembered one.
+    func url(_ url: UnsafeBufferPointer<UInt8>, authorityEnd end: Int) -> ValidatedURL? {
+        guard end == authority.count, let base = url.baseAddress,
               authority.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, base, end) == 0 } ?? false }) else { return nil }
-        return parsed
+        return parsed?.with(string: String(decoding: url, as: UTF8.self))
     }
 
     func remember(_ url: UnsafeBufferPointer<UInt8>, authorityEnd end: Int, _ parts: ValidatedURL) {
@@ -97,12 +98,15 @@ final class LastURL {
     }
 
     /// The calling thread's, made on first use; nil when the key or the memory is missing.
-    static var current: LastURL? {
+    static var current: LastURL? { currentReference?.takeUnretainedValue() }
+
+    /// `current`, not retained (the thread's key holds it until the thread exits).
+    static var currentReference: Unmanaged<LastURL>? {
         guard let key else { return nil }
-        if let stored = pthread_getspecific(key) { return Unmanaged<LastURL>.fromOpaque(stored).takeUnretainedValue() }
-        let made = LastURL()
-        guard pthread_setspecific(key, Unmanaged.passRetained(made).toOpaque()) == 0 else {
-            Unmanaged.passUnretained(made).release()
+        if let stored = pthread_getspecific(key) { return Unmanaged<LastURL>.fromOpaque(stored) }
+        let made = Unmanaged.passRetained(LastURL())
+        guard pthread_setspecific(key, made.toOpaque()) == 0 else {
+            made.release()
             return nil
         }
         return made

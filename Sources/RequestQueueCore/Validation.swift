@@ -235,6 +235,26 @@ public enum Validation {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// `method` for the bytes of a C string: a method the library names (`HTTPMethods`) is its
+    /// string literal, with no check or copy of the bytes; any other goes through `method`.
+    public static func method(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> String {
+        func equal(_ literal: StaticString) -> Bool {
+            guard b.count == literal.utf8CodeUnitCount, let p = b.baseAddress else { return false }
+            let q = literal.utf8Start
+            for i in 0..<b.count where p[i] != q[i] { return false }
+            return true
+        }
+        switch b.count {
+        case 3: if equal("GET") { return "GET" } else if equal("PUT") { return "PUT" }
+        case 4: if equal("POST") { return "POST" } else if equal("HEAD") { return "HEAD" }
+        case 5: if equal("PATCH") { return "PATCH" } else if equal("TRACE") { return "TRACE" }
+        case 6: if equal("DELETE") { return "DELETE" }
+        case 7: if equal("OPTIONS") { return "OPTIONS" }
+        default: break
+        }
+        return try method(b)
+    }
+
     /// A header name is a token of 1 to 256 bytes.
     public static func headerName<Bytes: Collection>(_ bytes: Bytes) throws(InputError) -> String where Bytes.Element == UInt8 {
         try token(bytes, what: "the header name", limit: maxHeaderNameLength, kind: .invalidHeader)
@@ -255,6 +275,65 @@ public enum Validation {
         let leading = value.prefix { $0 == 0x20 || $0 == 0x09 }.count
         value.removeFirst(leading)
         return value
+    }
+
+    /// `headerName` for the bytes of a C string, with the name lowercased too, in one pass over
+    /// the bytes (a token's letters are ASCII: lowercasing is `| 0x20` on "A"..."Z"). Accepts and
+    /// refuses exactly what `headerName` does, with its messages (made only for a refused name).
+    public static func headerName(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> (name: String, lowercased: String) {
+        let n = b.count
+        guard n > 0, n <= maxHeaderNameLength, let p = b.baseAddress else { return try headerNameLowercased(b) }
+        // RFC 9110 tchar as a bitmap: bit c of `low` (c < 64) or of `high` (64 <= c < 128).
+        let low: UInt64 = 0x03FF_6CFA_0000_0000, high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+        var upper = false
+        for i in 0..<n {
+            let c = p[i]
+            guard c < 0x80, ((c < 0x40 ? low : high) &>> UInt64(c & 0x3F)) & 1 != 0 else { return try headerNameLowercased(b) }
+            upper = upper || c &- 0x41 < 26
+        }
+        let name = String(decoding: b, as: UTF8.self)
+        guard upper else { return (name, name) }
+        let lowercased = String(unsafeUninitializedCapacity: n) { out in
+            for i in 0..<n {
+                let c = p[i]
+                out[i] = c &- 0x41 < 26 ? c | 0x20 : c
+            }
+            return n
+        }
+        return (name, lowercased)
+    }
+
+    /// `headerName` (which throws for the names `headerName(contiguous:)` refuses), lowercased.
+    private static func headerNameLowercased(_ b: UnsafeBufferPointer<UInt8>) throws(InputError) -> (name: String, lowercased: String) {
+        let name = try headerName(b)
+        return (name, name.lowercased())
+    }
+
+    /// `headerValue` for the bytes of a C string: the check for NUL, CR and LF eight bytes at a
+    /// time, then the trim, and one copy of the trimmed bytes. Accepts and refuses exactly what
+    /// `headerValue` does, with its messages (made only for a refused value).
+    public static func headerValue(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> [UInt8] {
+        let n = b.count
+        guard n > 0, n <= maxHeaderValueLength, let p = b.baseAddress else { return try headerValue(b) }
+        // A word holds a 0 byte when (w - 0x01...) & ~w & 0x80... is not 0 (exact); CR and LF are
+        // the 0 bytes of w ^ 0x0D... and w ^ 0x0A....
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ w: UInt64) -> Bool { (w &- ones) & ~w & highs != 0 }
+        var i = 0
+        while i + 8 <= n {
+            let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+            guard !hasZero(w), !hasZero(w ^ (ones &* 0x0D)), !hasZero(w ^ (ones &* 0x0A)) else { return try headerValue(b) }
+            i += 8
+        }
+        while i < n {
+            let c = p[i]
+            guard c != 0, c != 0x0D, c != 0x0A else { return try headerValue(b) }
+            i += 1
+        }
+        var start = 0, end = n
+        while start < end, p[start] == 0x20 || p[start] == 0x09 { start += 1 }
+        while end > start, p[end - 1] == 0x20 || p[end - 1] == 0x09 { end -= 1 }
+        return Array(UnsafeBufferPointer(start: p + start, count: end - start))
     }
 
     /// An HTTP token (RFC 9110 tchar) of 1 to `limit` bytes; the error names the first bad byte.

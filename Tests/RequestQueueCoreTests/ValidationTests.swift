@@ -181,6 +181,77 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
         }
     }
 
+    /// The one-pass checks `rq_request_set_header` uses agree with `headerName` and `headerValue`:
+    /// the same names and values accepted, the same stored bytes, the same messages, for every byte
+    /// at every place, and the name lowercased as `String.lowercased` does.
+    @Test func contiguousHeaderChecksAgreeWithTheGenericOnes() {
+        func name(_ b: [UInt8]) -> Result<(String, String), InputError> {
+            b.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.headerName(contiguous: p) } }
+        }
+        func value(_ b: [UInt8]) -> Result<[UInt8], InputError> {
+            b.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.headerValue(contiguous: p) } }
+        }
+        var names: [[UInt8]] = [[], bytes("Content-Type"), bytes("x-lower"), bytes("ALLUPPER@"), Array(repeating: 0x41, count: 256),
+                                Array(repeating: 0x61, count: 257)]
+        var values: [[UInt8]] = [[], bytes(" "), bytes("\t \t"), bytes(" a "), bytes("application/json"),
+                                 Array(repeating: 0x20, count: 65536), Array(repeating: 0x61, count: 65537)]
+        for c in UInt8(0)...0xFF {
+            for position in 0..<5 {
+                var n = bytes("AbCdE")
+                n[position] = c
+                names.append(n)
+                var v = bytes(" v-v ")
+                v[position] = c
+                values.append(v)
+            }
+        }
+        for n in names {
+            let generic = Result { () throws(InputError) in try Validation.headerName(n) }
+            switch (name(n), generic) {
+            case let (.success(fast), .success(slow)):
+                #expect(fast.0 == slow && fast.1 == slow.lowercased(), "\(n)")
+            case let (.failure(fast), .failure(slow)):
+                #expect(fast.reason == slow.reason, "\(n)")
+            default:
+                Issue.record("disagree on \(n)")
+            }
+        }
+        for v in values {
+            let generic = Result { () throws(InputError) in try Validation.headerValue(v) }
+            switch (value(v), generic) {
+            case let (.success(fast), .success(slow)): #expect(fast == slow, "\(v)")
+            case let (.failure(fast), .failure(slow)): #expect(fast.reason == slow.reason, "\(v)")
+            default: Issue.record("disagree on \(v)")
+            }
+        }
+    }
+
+    /// The methods `rq_request_set_method` takes as literals are the bytes given; every other
+    /// method is checked and made as `method` does.
+    @Test func contiguousMethodsAgreeWithTheGenericCheck() {
+        var methods = HTTPMethods.idempotent.union(HTTPMethods.sendingBody).union(HTTPMethods.coalescable)
+            .union(HTTPMethods.seeOtherFollowed).map(bytes)
+        for m in ["CONNECT", "get", "Post", "GETS", "GE", "POS", "PUTT", "OPTION", "DELETe", "", "G T", "X\u{7F}"] {
+            methods.append(bytes(m))
+        }
+        for m in methods.map({ $0 }) where !m.isEmpty {
+            for position in 0..<m.count {   // every method with one byte changed
+                var changed = m
+                changed[position] ^= 0x01
+                methods.append(changed)
+            }
+        }
+        for m in methods {
+            let fast = m.withUnsafeBufferPointer { p in Result { () throws(InputError) in try Validation.method(contiguous: p) } }
+            let slow = Result { () throws(InputError) in try Validation.method(m) }
+            switch (fast, slow) {
+            case let (.success(a), .success(b)): #expect(a == b && Array(a.utf8) == m, "\(m)")
+            case let (.failure(a), .failure(b)): #expect(a.reason == b.reason, "\(m)")
+            default: Issue.record("disagree on \(m)")
+            }
+        }
+    }
+
     // MARK: Header values
 
     @Test func headerValuesAreTrimmed() throws {
