@@ -1,4 +1,5 @@
 import CRequestQueueAPI
+import Glibc
 import RequestQueueCore
 import Synchronization
 
@@ -332,19 +333,36 @@ struct DuplicateKey: Hashable {
             hasher.combine(header.lowercasedName)
             hasher.combine(header.value)
         }
-        hasher.combine(request.body.count)
-        hasher.combine(bytes: UnsafeRawBufferPointer(request.body.bytes))
+        // The body by its length and at most its first and last 4 KiB: adding a large upload
+        // makes no pass over all of it (equal keys still compare every byte, below).
+        let body = UnsafeRawBufferPointer(request.body.bytes)
+        hasher.combine(body.count)
+        if body.count <= 2 * DuplicateKey.hashedEnd {
+            hasher.combine(bytes: body)
+        } else {
+            hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: body.prefix(DuplicateKey.hashedEnd)))
+            hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: body.suffix(DuplicateKey.hashedEnd)))
+        }
         hash = hasher.finalize()
     }
 
+    private static let hashedEnd = 4096
+
     func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+
+    /// Same length and bytes (one `memcmp`; the same memory is equal at once).
+    private static func sameBody(_ x: ByteBuffer, _ y: ByteBuffer) -> Bool {
+        guard x.count == y.count else { return false }
+        guard x.count > 0, let p = x.base, let q = y.base, p != q else { return true }
+        return memcmp(p, q, x.count) == 0
+    }
 
     static func == (a: DuplicateKey, b: DuplicateKey) -> Bool {
         let x = a.request, y = b.request
         return a.hash == b.hash && x.method == y.method && x.url.string == y.url.string
             && x.headers.count == y.headers.count
             && zip(x.headers, y.headers).allSatisfy { $0.lowercasedName == $1.lowercasedName && $0.value == $1.value }
-            && x.body.bytes.elementsEqual(y.body.bytes)
+            && sameBody(x.body, y.body)
     }
 }
 

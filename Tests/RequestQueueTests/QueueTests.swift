@@ -260,6 +260,40 @@ import Testing
         #expect(rec.completions.count == 4)
     }
 
+    @Test func largeBodiesAreEqualOnlyWhenEveryByteIs() throws {
+        // Bodies are hashed by their length and ends; equality still compares every byte, the
+        // copied and the borrowed alike.
+        let a = [UInt8](repeating: 7, count: 100_000)
+        var b = a
+        b[50_000] = 8
+        // The borrowed copy of `a` outlives the queue (freed after it, defers run in reverse).
+        let lent = UnsafeMutableRawBufferPointer.allocate(byteCount: a.count, alignment: 1)
+        defer { lent.deallocate() }
+        lent.copyMemory(from: UnsafeRawBufferPointer(start: a, count: a.count))
+        let q = try makeQueue(max: 1)
+        defer { _ = rq_queue_free(q) }
+        _ = rq_queue_suspend(q)
+        let rec = Recorder()
+        func post(_ tag: String, _ set: @escaping (OpaquePointer?) -> rq_result) throws {
+            _ = addAndRelease(q, try rec.request(fixture.url("/echo"), tag: tag) { r in
+                _ = rq_request_set_method(r, "POST")
+                #expect(set(r) == RQ_OK)
+            })
+        }
+        try post("a") { r in a.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) } }
+        try post("b") { r in b.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) } }
+        #expect(count(q) == 2)
+        #expect(rec.completions.isEmpty)
+        try post("a lent") { r in rq_request_set_body_borrowed(r, lent.baseAddress, lent.count) }
+        #expect(rec.waitForCompletions(1))
+        #expect(rec.completion("a")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(count(q) == 2)
+        #expect(rq_queue_cancel_all(q) == RQ_OK)
+        #expect(rec.waitForCompletions(3))
+        #expect(rec.completion("b")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rec.completion("a lent")?.outcome == RQ_OUTCOME_CANCELLED)
+    }
+
     @Test func aRunningRequestReplacedByADuplicateStopsItsTransfer() throws {
         let g = uniqueGroup()
         let q = try makeQueue(max: 2)
