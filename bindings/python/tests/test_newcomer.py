@@ -115,6 +115,20 @@ def test_priorities_limits_and_cancel(server):
     """), "True 3\ncompletion of the cancelled one\n['first', 'high', 'low']\nRequestCancelled\n")
 
 
+
+def test_a_header_given_twice_is_sent_once_with_both_values(server):
+    # A list of pairs, or names that differ in case only: the library sends a name once (a later
+    # one replaces it), so only the last value went out, while request.headers showed both. Joined
+    # as RFC 9110 5.3 allows ("; " for Cookie), as httpx does; None still removes.
+    clean(run(server, """
+        def sent(name, headers):
+            return [h for h in rq.fetch(BASE + "/inspect", headers=headers).json()["headers"] if h[0].lower() == name]
+        print(sent("accept", [("Accept", "text/html"), ("accept", "application/json")]))
+        print(sent("cookie", {"Cookie": "a=1", "cookie": "b=2"}))
+        print(sent("accept", [("Accept", "text/html"), ("Accept", None)]))
+        print(rq.Request(BASE, headers=[("Accept", "a"), ("ACCEPT", b"b")]).headers)
+    """), "[['Accept', 'text/html, application/json']]\n[['Cookie', 'a=1; b=2']]\n[]\n(('Accept', b'a, b'),)\n")
+
 # -- callbacks that misbehave -----------------------------------------------------------------------
 
 def test_an_exception_in_a_callback_is_raised_by_wait_and_the_queue_goes_on(server):
@@ -226,15 +240,16 @@ def test_fork(server):
         if pid == 0:
             try:
                 q.fetch(BASE + "/bytes?n=3")
-            except rq.QueueClosedError:
-                print("child: parent's queue closed", flush=True)
+            except rq.QueueClosedError as error:  # (it said only "the queue is closed")
+                print("child:", error, flush=True)
             with rq.Queue() as q2:
                 print("child:", q2.fetch(BASE + "/bytes?n=4").status, r.headers["content-length"], flush=True)
             os._exit(0)
         os.waitpid(pid, 0)
         print("parent:", q.fetch(BASE + "/bytes?n=5").status)
         q.close()
-    """), "child: parent's queue closed\nchild: 200 3\nparent: 200\n")
+    """), "child: add: the queue was made by the parent process before fork(), and is closed in this child: "
+          "make a new queue here\nchild: 200 3\nparent: 200\n")
 
 
 def test_asyncio(server):
