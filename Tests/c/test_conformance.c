@@ -830,6 +830,33 @@ static void t_cookies(void) {
     CHECK(strcmp(header_value(body_of(response), "Cookie"), "sid=abc") == 0, "Cookie %s", body_of(response));
     rq_response_release(response);
     free(url);
+    /* A cookie the server deletes (Max-Age=0, RFC 6265 5.3) is gone: not sent, and neither listed nor
+     * saved (libcurl kept it, expired, as the last cookie it stored: the list showed "sid" with an
+     * empty value and expiry 1). */
+    url = rqt_url(base, "/status/200?header=Set-Cookie:sid%%3D%%3B%%20Max-Age%%3D0%%3B%%20Path%%3D/");
+    rq_response_release(run_on(q, url, NULL));
+    free(url);
+    char *text;
+    CHECK_OK(rq_queue_cookies_list(q, &text));
+    CHECK(strcmp(text, "") == 0, "the jar lists a deleted cookie: %s", text);
+    rq_string_free(text);
+    char path[] = "/tmp/rq-conformance-jar-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    CHECK_OK(rq_queue_cookies_save(q, path));
+    FILE *file = fopen(path, "r");
+    CHECK(file != NULL, "open %s", path);
+    char line[512];
+    while (fgets(line, sizeof line, file))
+        CHECK(line[0] == '#' || line[0] == '\n', "the saved jar has a deleted cookie: %s", line);
+    fclose(file);
+    unlink(path);
+    url = rqt_url(base, "/inspect");
+    response = run_on(q, url, NULL);
+    CHECK(header_count(body_of(response), "Cookie") == 0, "Cookie after its deletion: %s", body_of(response));
+    rq_response_release(response);
+    free(url);
     CHECK_OK(rq_queue_free(q));
 }
 
