@@ -928,12 +928,12 @@ RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_
 RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t max_bytes);
 
 /** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
- *  the system's (copied path; the file is read when the request runs). TLS certificates and host
- *  names are always verified: there is no switch to turn verification off. NULL restores the
- *  system's CAs. The file is read by the queue's engine thread, which must never block: when
- *  something other than a regular file is at `path` when an attempt starts (a FIFO, a device, a
- *  folder), the attempt ends with RQ_OUTCOME_TLS and a message naming the file ("not a regular
- *  file"), whatever the URL's scheme. */
+ *  the system's (copied path; the file is read when the request runs). TLS certificates and
+ *  host names are verified unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set (test servers only).
+ *  NULL restores the system's CAs. The file is read by the queue's engine thread, which must
+ *  never block: when something other than a regular file is at `path` when an attempt starts (a
+ *  FIFO, a device, a folder), the attempt ends with RQ_OUTCOME_TLS and a message naming the
+ *  file ("not a regular file"), whatever the URL's scheme. */
 RQ_API rq_result rq_request_set_ca_file(rq_request *request, const char *path);
 
 /** Sets the completion callback (replacing one set by `rq_request_set_summary_completion`) and
