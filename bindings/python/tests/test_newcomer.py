@@ -129,6 +129,24 @@ def test_a_header_given_twice_is_sent_once_with_both_values(server):
         print(rq.Request(BASE, headers=[("Accept", "a"), ("ACCEPT", b"b")]).headers)
     """), "[['Accept', 'text/html, application/json']]\n[['Cookie', 'a=1; b=2']]\n[]\n(('Accept', b'a, b'),)\n")
 
+
+def test_a_request_cancelled_as_a_duplicate_says_what_to_do(server):
+    # requests and httpx send both (two threads fetching one URL, say); a queue cancels the earlier
+    # of two equal requests by default (the original's allowDuplicateRequests = NO). The message
+    # said "cancelled by a duplicate request added later", not what to do about it.
+    clean(run(server, """
+        with rq.Queue() as q:
+            first, second = q.add(HOLD), q.add(HOLD)
+            try:
+                first.result()
+            except rq.RequestCancelled as error:
+                print(error)
+            second.cancel()
+        with rq.Queue(duplicates="allow") as q:
+            print([r.result().status for r in [q.add(BASE + "/bytes?n=1") for _ in range(2)]])
+    """), "cancelled by an equal request added later (to send both, allow duplicates on the queue)\n[200, 200]\n")
+
+
 # -- callbacks that misbehave -----------------------------------------------------------------------
 
 def test_an_exception_in_a_callback_is_raised_by_wait_and_the_queue_goes_on(server):
