@@ -147,6 +147,20 @@ def test_a_request_cancelled_as_a_duplicate_says_what_to_do(server):
     """), "cancelled by an equal request added later (to send both, allow duplicates on the queue)\n[200, 200]\n")
 
 
+
+def test_a_transport_option_refused_says_which_rule_it_broke(server):
+    # The library's reason was "option 3: the value is not valid for this option (see rq_option in
+    # requestqueue.h)": a number a Python user never wrote, and no rule.
+    clean(run(server, """
+        for options in ({"proxy": "ftp://127.0.0.1:1"}, {"unix_socket": "/" + "x" * 200}):
+            try:
+                rq.Request(BASE, **options)
+            except rq.InvalidArgumentError as error:
+                print(str(error).split("invalid argument: ")[1])
+    """), "RQ_OPTION_PROXY: the value is not a proxy URL (http, https, socks4, socks4a, socks5 or "
+          "socks5h://[user:password@]host[:port], printable ASCII without spaces) or \"\" for none\n"
+          "RQ_OPTION_UNIX_SOCKET: the value is not a path of 1 to 107 bytes\n")
+
 # -- callbacks that misbehave -----------------------------------------------------------------------
 
 def test_an_exception_in_a_callback_is_raised_by_wait_and_the_queue_goes_on(server):
