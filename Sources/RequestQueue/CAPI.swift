@@ -456,6 +456,10 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
         do throws(InputError) { headerValue = try Validation.headerValue(contiguous: valueBytes) } catch {
             return inputResult(InputError(.invalidHeader, "the value of header \"\(headerName)\" \(error.reason)"))
         }
+        // The body's framing decides Content-Length: a caller's that differed from the body's size
+        // made the server wait for bytes that never came, or read the rest of the body as the
+        // next request on the connection.
+        if lowercased == "content-length" { return RQ_OK }
         let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)
         if let index = r.headers.firstIndex(where: { $0.lowercasedName == lowercased }) {
             r.headers[index] = header

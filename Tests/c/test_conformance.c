@@ -287,6 +287,30 @@ static void t_chunked_upload(void) {
     rq_response_release(response);
 }
 
+/* A Content-Length set by the caller is the body's size, whatever it said (RFC 9110 8.6: a sender
+ * must not send one that differs). The caller's went out as given: too large, the server waited
+ * for bytes that never came (the request timed out); too small, the body was cut there and the
+ * rest went on the kept connection as the start of the next request; on a GET without a body,
+ * the server waited. A timeout bounds the old behaviour. */
+static void t_callers_content_length(void) {
+    const char *values[] = {"5", "1", "3"};
+    for (size_t i = 0; i < 3; i++) {
+        struct opts o = {.method = "POST", .body = "abc", .timeout = 10, .headers = {{"Content-Length", values[i]}}};
+        const rq_response *response = run("/inspect", &o);
+        CHECK_STATUS(response, RQ_OUTCOME_OK, 200);
+        const char *json = body_of(response);
+        CHECK(header_count(json, "Content-Length") == 1 && strcmp(header_value(json, "Content-Length"), "3") == 0,
+              "Content-Length: %s set: %s", values[i], json);
+        CHECK(has(json, "\"body\": \"abc\""), "Content-Length: %s set: %s", values[i], json);
+        rq_response_release(response);
+    }
+    struct opts o = {.timeout = 10, .headers = {{"Content-Length", "3"}}};
+    const rq_response *response = run("/inspect", &o);
+    CHECK_STATUS(response, RQ_OUTCOME_OK, 200);
+    CHECK(header_count(body_of(response), "Content-Length") == 0, "a GET without a body: %s", body_of(response));
+    rq_response_release(response);
+}
+
 /* HEAD: the Content-Length of the GET, no body read, the connection reused afterwards. */
 static void t_head(void) {
     rq_queue *q;
@@ -1082,6 +1106,7 @@ static const struct {
     {"methods_with_body", t_methods_with_body},
     {"empty_bodies", t_empty_bodies},
     {"chunked_upload", t_chunked_upload},
+    {"callers_content_length", t_callers_content_length},
     {"head", t_head},
     {"bodyless_statuses", t_bodyless_statuses},
     {"interim_responses", t_interim_responses},
