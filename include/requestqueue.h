@@ -288,9 +288,11 @@
  *   sent at all, defaults included.
  * - Bodies: a request that sends a body (one was set, or the method is POST, PUT or PATCH) sends
  *   "Content-Length: <size>" ("0" for none) and no Transfer-Encoding, unless the caller set
- *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length. A
- *   Content-Length set by the caller is ignored: the body's size is sent, or none when the request
- *   has no body (RFC 9110 8.6). No Content-Type is sent unless the caller sets one. A body of more than 1 MiB is sent with
+ *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length ("chunked"
+ *   is the only Transfer-Encoding accepted: the library codes a body in no other way; a request
+ *   without a body sends none). A Content-Length set by the caller is ignored: the body's size is
+ *   sent, or none when the request has no body (RFC 9110 8.6). No Content-Type is sent unless the
+ *   caller sets one. A body of more than 1 MiB is sent with
  *   "Expect: 100-continue" (libcurl's threshold): the body follows the server's "100 Continue", or
  *   after 1 s without an answer; a server that answers a final status instead (413, 401, 417...)
  *   gets no body, that status is the response, and the connection is closed. A 417 (Expectation
@@ -835,7 +837,8 @@ RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
  *  Transfer-Encoding, which the body's framing decides (removing them changes nothing; a
  *  Content-Length set here is ignored, see "Bodies" in "The HTTP exchange"). An empty value sends
  *  the header with no value. Header order is kept. See "The HTTP exchange".
- *  Errors: RQ_ERR_INVALID_HEADER, RQ_ERR_REQUEST_FROZEN. */
+ *  Errors: RQ_ERR_INVALID_HEADER (also a Transfer-Encoding other than "chunked"),
+ *  RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
 
 /** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request

@@ -666,7 +666,10 @@ extension Transfer {
             }
             // Resuming a download: our Range header replaces the request's.
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
-            for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
+            // A Transfer-Encoding of the caller's frames a body: without one it would announce
+            // chunks that never come (`o.sendsBody` is part of what a kept list matches).
+            for header in r.headers where (resumeFrom == 0 || header.lowercasedName != "range")
+                && (o.sendsBody || header.lowercasedName != "transfer-encoding") {
                 var line = Array(header.name.utf8)
                 if header.value.isEmpty {
                     line.append(UInt8(ascii: ";"))

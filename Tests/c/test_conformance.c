@@ -285,6 +285,31 @@ static void t_chunked_upload(void) {
     CHECK(header_count(json, "Content-Length") == 0, "Content-Length beside chunked: %s", json);
     CHECK(has(json, "\"body\": \"chunky body\""), "body: %s", json);
     rq_response_release(response);
+    /* Without a body (a GET, a HEAD), no Transfer-Encoding goes: it announced chunks that never came,
+     * and the server waited for them (a timeout bounds the old behaviour). */
+    const char *methods[] = {"GET", "HEAD"};
+    for (size_t i = 0; i < 2; i++) {
+        struct opts bodyless = {.method = methods[i], .timeout = 10, .headers = {{"Transfer-Encoding", "chunked"}}};
+        response = run("/inspect", &bodyless);
+        CHECK_STATUS(response, RQ_OUTCOME_OK, 200);
+        if (i == 0)
+            CHECK(header_count(body_of(response), "Transfer-Encoding") == 0, "a GET without a body: %s", body_of(response));
+        rq_response_release(response);
+    }
+    /* Any other transfer coding is refused: the library codes a body in no other way, and sent it
+     * raw with that header and a Content-Length beside it (RFC 9112 6.2: never both). */
+    rq_request *r;
+    char *url = rqt_url(base, "/inspect");
+    CHECK_OK(rq_request_new(url, &r));
+    CHECK_OK(rq_request_set_header(r, "transfer-encoding", "Chunked"));
+    const char *others[] = {"gzip", "chunked, gzip", "gzip, chunked", "identity"};
+    for (size_t i = 0; i < 4; i++) {
+        rq_result rc = rq_request_set_header(r, "Transfer-Encoding", others[i]);
+        CHECK(rc == RQ_ERR_INVALID_HEADER, "Transfer-Encoding: %s gave %s", others[i], rq_result_str(rc));
+        CHECK(strstr(rq_last_error_message(), "chunked") != NULL, "the message: %s", rq_last_error_message());
+    }
+    CHECK_OK(rq_request_free(r));
+    free(url);
 }
 
 /* A Content-Length set by the caller is the body's size, whatever it said (RFC 9110 8.6: a sender
