@@ -366,6 +366,24 @@ def test_an_unclosed_httpx_client_is_reported_at_the_line_that_made_its_transpor
         "close() or a with block\n")
 
 
+
+def test_httpx_arguments_of_httpx_own_transport_say_what_to_give_instead(server):
+    # Copied from httpx's documentation: HTTPTransport(http2=True), limits=... The TypeError listed
+    # the allowed options without the transport's own (max_concurrent, verify, retries, ...) and
+    # without what replaces httpx's.
+    pytest.importorskip("httpx")
+    clean(run(server, """
+        import httpx, requestqueue.httpx
+        for options in ({"http2": True}, {"limits": httpx.Limits(max_connections=4)}):
+            try:
+                requestqueue.httpx.HTTPTransport(**options)
+            except TypeError as error:
+                print(str(error).split(" (allowed: ")[0], "|", str(error).split(" (allowed: ")[1][:48])
+    """), 'HTTPTransport: unknown option(s) http2; instead of http2=, give http_version="2" (the default over TLS) | '
+          'max_concurrent, mode, max_per_host, rate_limit, \n'
+          'HTTPTransport: unknown option(s) limits; instead of limits=, give max_concurrent= and max_per_host= | '
+          'max_concurrent, mode, max_per_host, rate_limit, \n')
+
 # -- the top-level README ---------------------------------------------------------------------------
 
 def root_examples():
