@@ -178,6 +178,15 @@
  * starting threads that initialise libcurl). A host must not call `curl_global_cleanup` more
  * often than it called `curl_global_init`.
  *
+ * Ending the process: a program may end (exit(), a return from main) without freeing its queues,
+ * with requests in flight: the library's threads end with the process (until then, while the exit
+ * handlers run, a threaded or inline queue's callbacks may still run). Before libcurl initialises
+ * OpenSSL, the library asks OpenSSL not to register its exit handler (OPENSSL_INIT_NO_ATEXIT),
+ * which would free OpenSSL's state while an engine thread is in a TLS transfer (a crash at exit).
+ * A host that initialised OpenSSL before the first queue (itself, or with its own
+ * `curl_global_init`) keeps OpenSSL's handler: it should free its queues (`rq_queue_free`) before
+ * it exits when TLS transfers may be in flight.
+ *
  * ===================================================================================================
  * Fork
  * ===================================================================================================
