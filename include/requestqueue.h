@@ -178,6 +178,15 @@
  * starting threads that initialise libcurl). A host must not call `curl_global_cleanup` more
  * often than it called `curl_global_init`.
  *
+ * Ending the process: a program may end (exit(), a return from main) without freeing its queues,
+ * with requests in flight: the library's threads end with the process (until then, while the exit
+ * handlers run, a threaded or inline queue's callbacks may still run). Before libcurl initialises
+ * OpenSSL, the library asks OpenSSL not to register its exit handler (OPENSSL_INIT_NO_ATEXIT),
+ * which would free OpenSSL's state while an engine thread is in a TLS transfer (a crash at exit).
+ * A host that initialised OpenSSL before the first queue (itself, or with its own
+ * `curl_global_init`) keeps OpenSSL's handler: it should free its queues (`rq_queue_free`) before
+ * it exits when TLS transfers may be in flight.
+ *
  * ===================================================================================================
  * Fork
  * ===================================================================================================
@@ -288,8 +297,11 @@
  *   sent at all, defaults included.
  * - Bodies: a request that sends a body (one was set, or the method is POST, PUT or PATCH) sends
  *   "Content-Length: <size>" ("0" for none) and no Transfer-Encoding, unless the caller set
- *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length. No
- *   Content-Type is sent unless the caller sets one. A body of more than 1 MiB is sent with
+ *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length ("chunked"
+ *   is the only Transfer-Encoding accepted: the library codes a body in no other way; a request
+ *   without a body sends none). A Content-Length set by the caller is ignored: the body's size is
+ *   sent, or none when the request has no body (RFC 9110 8.6). No Content-Type is sent unless the
+ *   caller sets one. A body of more than 1 MiB is sent with
  *   "Expect: 100-continue" (libcurl's threshold): the body follows the server's "100 Continue", or
  *   after 1 s without an answer; a server that answers a final status instead (413, 401, 417...)
  *   gets no body, that status is the response, and the connection is closed. A 417 (Expectation
@@ -831,9 +843,11 @@ RQ_API rq_result rq_request_set_method(rq_request *request, const char *method);
  *  default of that name (User-Agent, Accept, Accept-Encoding, Host, Expect, ...). A NULL value
  *  removes it: the header is not sent at all, neither the request's nor a queue default's nor the
  *  library's or libcurl's own (as curl -H "Accept:" does), except Content-Length and
- *  Transfer-Encoding, which the body's framing decides (removing them changes nothing). An empty
- *  value sends the header with no value. Header order is kept. See "The HTTP exchange".
- *  Errors: RQ_ERR_INVALID_HEADER, RQ_ERR_REQUEST_FROZEN. */
+ *  Transfer-Encoding, which the body's framing decides (removing them changes nothing; a
+ *  Content-Length set here is ignored, see "Bodies" in "The HTTP exchange"). An empty value sends
+ *  the header with no value. Header order is kept. See "The HTTP exchange".
+ *  Errors: RQ_ERR_INVALID_HEADER (also a Transfer-Encoding other than "chunked"),
+ *  RQ_ERR_REQUEST_FROZEN. */
 RQ_API rq_result rq_request_set_header(rq_request *request, const char *name, const char *value);
 
 /** Sets the body (copied). `data` may be NULL only when `size` is 0 (an empty body). A request
@@ -928,12 +942,12 @@ RQ_API rq_result rq_request_set_max_redirects(rq_request *request, unsigned max_
 RQ_API rq_result rq_request_set_max_response_size(rq_request *request, uint64_t max_bytes);
 
 /** Sets a file of CA certificates (PEM) to verify the server's TLS certificate with, instead of
- *  the system's (copied path; the file is read when the request runs). TLS certificates and host
- *  names are always verified: there is no switch to turn verification off. NULL restores the
- *  system's CAs. The file is read by the queue's engine thread, which must never block: when
- *  something other than a regular file is at `path` when an attempt starts (a FIFO, a device, a
- *  folder), the attempt ends with RQ_OUTCOME_TLS and a message naming the file ("not a regular
- *  file"), whatever the URL's scheme. */
+ *  the system's (copied path; the file is read when the request runs). TLS certificates and
+ *  host names are verified unless RQ_OPTION_UNSAFE_NO_TLS_VERIFY is set (test servers only).
+ *  NULL restores the system's CAs. The file is read by the queue's engine thread, which must
+ *  never block: when something other than a regular file is at `path` when an attempt starts (a
+ *  FIFO, a device, a folder), the attempt ends with RQ_OUTCOME_TLS and a message naming the
+ *  file ("not a regular file"), whatever the URL's scheme. */
 RQ_API rq_result rq_request_set_ca_file(rq_request *request, const char *path);
 
 /** Sets the completion callback (replacing one set by `rq_request_set_summary_completion`) and
@@ -1373,7 +1387,11 @@ typedef enum rq_option {
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
      *  expiry and Secure rules. libcurl checks a cookie's Domain against the Public Suffix List
      *  (libpsl, which Debian's libcurl uses): a server cannot set a cookie for a public suffix such
-     *  as co.uk, only for its own site. Off by default. */
+     *  as co.uk, only for its own site. Off by default. A Cookie header set on the request is sent
+     *  as a line of its own after the jar's (as the curl tool does with -b and -H "Cookie: ..."),
+     *  not merged into it: RFC 6265 5.4 wants one Cookie line, and some servers read only the
+     *  first. To send cookies of your own with the jar's, load them into the jar
+     *  (`rq_queue_cookies_load`). */
     RQ_OPTION_COOKIES = 20,
     /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
      *  the system's. */

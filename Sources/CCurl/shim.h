@@ -3,8 +3,24 @@
 #define CCURL_SHIM_H
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include "share.h"
+
+/* Before libcurl initialises OpenSSL (curl_global_init): asks OpenSSL not to register its exit
+ * handler (OPENSSL_INIT_NO_ATEXIT), which frees its state at exit() while the queues' engine
+ * threads, which a program need not stop before it ends, may be using it (a TLS transfer in flight
+ * then crashed the process). Nothing when libcurl's TLS is not OpenSSL 1.1.1 or later, or when
+ * OpenSSL was already initialised (by the host: its handler then stays). */
+static inline void ccurl_openssl_keep_at_exit(void) {
+    int (*init)(uint64_t, const void *);
+    /* NULL is RTLD_DEFAULT: glibc looks in the scope of the calling library, which holds the
+     * libcrypto that libcurl loaded, also when this library was opened with RTLD_LOCAL (as Python
+     * and Ruby open it). */
+    *(void **)&init = dlsym(NULL, "OPENSSL_init_crypto");
+    if (init)
+        init(0x00080000L /* OPENSSL_INIT_NO_ATEXIT */, NULL);
+}
 
 typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_xferinfo_fn)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,

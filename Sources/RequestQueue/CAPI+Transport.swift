@@ -15,9 +15,21 @@ func startableRequest(_ pointer: OpaquePointer?, function: StaticString = #funct
     return (r, RQ_OK)
 }
 
+/// The header's names of the transport options, by value (rq_option), for messages.
+private let optionNames = [
+    "", "RQ_OPTION_DECODE_CONTENT", "RQ_OPTION_USER_AGENT", "RQ_OPTION_PROXY", "RQ_OPTION_NO_PROXY",
+    "RQ_OPTION_CLIENT_CERT", "RQ_OPTION_CLIENT_KEY", "RQ_OPTION_KEY_PASSWORD", "RQ_OPTION_PINNED_PUBLIC_KEY",
+    "RQ_OPTION_CA_DIRECTORY", "RQ_OPTION_TLS_MIN_VERSION", "RQ_OPTION_UNSAFE_NO_TLS_VERIFY", "RQ_OPTION_UNIX_SOCKET",
+    "RQ_OPTION_RESOLVE", "RQ_OPTION_INTERFACE", "RQ_OPTION_IP_VERSION", "RQ_OPTION_TCP_KEEPALIVE",
+    "RQ_OPTION_MAX_RECV_SPEED", "RQ_OPTION_MAX_SEND_SPEED", "RQ_OPTION_HTTP_VERSION", "RQ_OPTION_COOKIES",
+    "RQ_OPTION_PROXY_CA_FILE",
+]
+
 /// RQ_ERR_INVALID_ARGUMENT for a transport option's value.
 private func badOption(_ option: rq_option, _ why: String, function: StaticString) -> rq_result {
-    fail(RQ_ERR_INVALID_ARGUMENT, "option \(option.rawValue): \(why)", function: function)
+    let value = Int(option.rawValue)
+    let name = value > 0 && value < optionNames.count ? optionNames[value] : "option \(value)"
+    return fail(RQ_ERR_INVALID_ARGUMENT, "\(name): \(why)", function: function)
 }
 
 @c @implementation public func rq_request_set_option_string(_ pointer: OpaquePointer?, _ option: rq_option, _ value: UnsafePointer<CChar>?) -> rq_result {
@@ -25,29 +37,36 @@ private func badOption(_ option: rq_option, _ why: String, function: StaticStrin
     let bytes = cStringBytes(value).map(Array.init)
     return configure(pointer) { r in
         var t = r.transport
-        func set(_ field: WritableKeyPath<TransportSettings, [UInt8]?>, valid: ([UInt8]) -> Bool) -> rq_result {
-            if let bytes, !valid(bytes) {
-                return badOption(option, "the value is not valid for this option (see rq_option in requestqueue.h)", function: function)
-            }
+        func set(_ field: WritableKeyPath<TransportSettings, [UInt8]?>, _ rule: String, valid: ([UInt8]) -> Bool) -> rq_result {
+            if let bytes, !valid(bytes) { return badOption(option, "the value is not \(rule)", function: function) }
             t[keyPath: field] = bytes
             return RQ_OK
         }
+        let path = "a path of 1 to 4096 bytes"
         let result: rq_result
         switch option {
         case RQ_OPTION_USER_AGENT:
-            result = set(\.userAgent) { (try? Validation.headerValue($0)) != nil }
-        case RQ_OPTION_PROXY: result = set(\.proxy, valid: TransportValidation.proxy)
-        case RQ_OPTION_NO_PROXY: result = set(\.noProxy, valid: TransportValidation.hostList)
-        case RQ_OPTION_PROXY_CA_FILE: result = set(\.proxyCAFile, valid: TransportValidation.path)
-        case RQ_OPTION_CLIENT_CERT: result = set(\.clientCertificate, valid: TransportValidation.path)
-        case RQ_OPTION_CLIENT_KEY: result = set(\.clientKey, valid: TransportValidation.path)
-        case RQ_OPTION_KEY_PASSWORD: result = set(\.keyPassword) { $0.count <= 4096 }
-        case RQ_OPTION_PINNED_PUBLIC_KEY: result = set(\.pinnedPublicKey, valid: TransportValidation.path)
-        case RQ_OPTION_CA_DIRECTORY: result = set(\.caDirectory, valid: TransportValidation.path)
+            result = set(\.userAgent, "a header value (no CR, LF or NUL; at most 65536 bytes)") {
+                (try? Validation.headerValue($0)) != nil
+            }
+        case RQ_OPTION_PROXY:
+            result = set(\.proxy, "a proxy URL (http, https, socks4, socks4a, socks5 or socks5h://[user:password@]host[:port], "
+                         + "printable ASCII without spaces) or \"\" for none", valid: TransportValidation.proxy)
+        case RQ_OPTION_NO_PROXY:
+            result = set(\.noProxy, "a list of hosts (printable ASCII, at most 65536 bytes)", valid: TransportValidation.hostList)
+        case RQ_OPTION_PROXY_CA_FILE: result = set(\.proxyCAFile, path, valid: TransportValidation.path)
+        case RQ_OPTION_CLIENT_CERT: result = set(\.clientCertificate, path, valid: TransportValidation.path)
+        case RQ_OPTION_CLIENT_KEY: result = set(\.clientKey, path, valid: TransportValidation.path)
+        case RQ_OPTION_KEY_PASSWORD: result = set(\.keyPassword, "at most 4096 bytes") { $0.count <= 4096 }
+        case RQ_OPTION_PINNED_PUBLIC_KEY: result = set(\.pinnedPublicKey, "\"sha256//<base64>\" or \(path)", valid: TransportValidation.path)
+        case RQ_OPTION_CA_DIRECTORY: result = set(\.caDirectory, path, valid: TransportValidation.path)
         case RQ_OPTION_UNIX_SOCKET:
             // sockaddr_un's sun_path holds 107 bytes and the NUL.
-            result = set(\.unixSocket) { !$0.isEmpty && $0.count <= 107 }
-        case RQ_OPTION_INTERFACE: result = set(\.interface) { TransportValidation.isToken($0) && $0.count <= 255 }
+            result = set(\.unixSocket, "a path of 1 to 107 bytes") { !$0.isEmpty && $0.count <= 107 }
+        case RQ_OPTION_INTERFACE:
+            result = set(\.interface, "an interface name, address or host name (1 to 255 printable ASCII bytes, no spaces)") {
+                TransportValidation.isToken($0) && $0.count <= 255
+            }
         case RQ_OPTION_RESOLVE:
             guard let bytes else {
                 t.resolve = nil

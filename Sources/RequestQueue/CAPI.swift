@@ -456,6 +456,16 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
         do throws(InputError) { headerValue = try Validation.headerValue(contiguous: valueBytes) } catch {
             return inputResult(InputError(.invalidHeader, "the value of header \"\(headerName)\" \(error.reason)"))
         }
+        // The body's framing decides Content-Length: a caller's that differed from the body's size
+        // made the server wait for bytes that never came, or read the rest of the body as the
+        // next request on the connection.
+        if lowercased == "content-length" { return RQ_OK }
+        // Nor does it code a body any other way than chunked: another coding went out with the body
+        // raw and a Content-Length beside it (RFC 9112 6.2: never both).
+        if lowercased == "transfer-encoding", headerValue.map({ $0 | 0x20 }) != Array("chunked".utf8) {
+            return fail(RQ_ERR_INVALID_HEADER, "Transfer-Encoding can only be \"chunked\" (the body sent in chunks): "
+                        + "the library codes a body in no other way, and frames one without it by its Content-Length")
+        }
         let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)
         if let index = r.headers.firstIndex(where: { $0.lowercasedName == lowercased }) {
             r.headers[index] = header

@@ -3,8 +3,12 @@ import Glibc
 import RequestQueueCore
 import Synchronization
 
-/// libcurl is initialised once per process, before the first multi handle.
-private let curlReady: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+/// libcurl is initialised once per process, before the first multi handle; OpenSSL first told to
+/// keep its state until the process is gone (see `ccurl_openssl_keep_at_exit`).
+private let curlReady: Bool = {
+    ccurl_openssl_keep_at_exit()
+    return curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+}()
 
 /// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
 /// transfers that are running: the queue decides what starts; the engine reports what ended.

@@ -265,7 +265,7 @@ extension CancelReason {
     var message: String {
         switch self {
         case .caller: "the request was cancelled"
-        case .duplicate: "cancelled by a duplicate request added later"
+        case .duplicate: "cancelled by an equal request added later (to send both, allow duplicates on the queue)"
         case .authHandler: "cancelled by the authentication handler"
         case .queueFreed: "the queue was freed"
         }

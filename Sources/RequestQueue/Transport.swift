@@ -238,12 +238,15 @@ final class CookieJar: @unchecked Sendable {
         ccurl_cookie_share_free(share)
     }
 
-    /// The cookies as lines of a Netscape cookie file (without its header).
+    /// The cookies as lines of a Netscape cookie file (without its header), not those expired:
+    /// libcurl drops expired cookies when it next stores one, so the last one it stored may be
+    /// expired (a Set-Cookie with Max-Age=0 or a past Expires, which deletes a cookie, leaves one).
     func list() -> [UInt8]? {
         lock.withLock {
             guard let lines = cookieLines() else { return nil }
+            let now = Int64(time(nil))
             var text: [UInt8] = []
-            for line in lines {
+            for line in lines where !CookieBudget.expired(line, now: now) {
                 text.append(contentsOf: line)
                 text.append(0x0A)
             }
@@ -663,7 +666,10 @@ extension Transfer {
             }
             // Resuming a download: our Range header replaces the request's.
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
-            for header in r.headers where resumeFrom == 0 || header.lowercasedName != "range" {
+            // A Transfer-Encoding of the caller's frames a body: without one it would announce
+            // chunks that never come (`o.sendsBody` is part of what a kept list matches).
+            for header in r.headers where (resumeFrom == 0 || header.lowercasedName != "range")
+                && (o.sendsBody || header.lowercasedName != "transfer-encoding") {
                 var line = Array(header.name.utf8)
                 if header.value.isEmpty {
                     line.append(UInt8(ascii: ";"))

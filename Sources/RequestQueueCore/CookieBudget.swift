@@ -61,7 +61,7 @@ public struct CookieBudget: Sendable {
         live.reserveCapacity(lines.count)
         var total = 0
         for (index, line) in lines.enumerated() {
-            guard let cookie = CookieBudget.parse(line), !(cookie.expires != 0 && cookie.expires < now) else { continue }
+            guard let cookie = CookieBudget.parse(line), !CookieBudget.expired(cookie.expires, now: now) else { continue }
             live.append((firstSeen[cookie.key] ?? checks, index, cookie.key))
             total = CookieBudget.sum(total, line.count + 1)
         }
@@ -87,6 +87,15 @@ public struct CookieBudget: Sendable {
 
     /// The jar was emptied.
     public mutating func reset() { self = CookieBudget() }
+
+    /// Whether a Netscape line of the jar is that of a cookie expired at `now` (seconds since 1970),
+    /// as libcurl judges it (a cookie it would not send); false for a line that is not a cookie.
+    public static func expired(_ line: [UInt8], now: Int64) -> Bool {
+        guard let cookie = parse(line) else { return false }
+        return expired(cookie.expires, now: now)
+    }
+
+    private static func expired(_ expires: Int64, now: Int64) -> Bool { expires != 0 && expires < now }
 
     /// A Netscape cookie line's identity (domain without the "#HttpOnly_" mark, path, name: what
     /// makes a cookie replace another) and expiry (0: a session cookie). nil for a line that is

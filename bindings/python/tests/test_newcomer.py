@@ -115,6 +115,52 @@ def test_priorities_limits_and_cancel(server):
     """), "True 3\ncompletion of the cancelled one\n['first', 'high', 'low']\nRequestCancelled\n")
 
 
+
+def test_a_header_given_twice_is_sent_once_with_both_values(server):
+    # A list of pairs, or names that differ in case only: the library sends a name once (a later
+    # one replaces it), so only the last value went out, while request.headers showed both. Joined
+    # as RFC 9110 5.3 allows ("; " for Cookie), as httpx does; None still removes.
+    clean(run(server, """
+        def sent(name, headers):
+            return [h for h in rq.fetch(BASE + "/inspect", headers=headers).json()["headers"] if h[0].lower() == name]
+        print(sent("accept", [("Accept", "text/html"), ("accept", "application/json")]))
+        print(sent("cookie", {"Cookie": "a=1", "cookie": "b=2"}))
+        print(sent("accept", [("Accept", "text/html"), ("Accept", None)]))
+        print(rq.Request(BASE, headers=[("Accept", "a"), ("ACCEPT", b"b")]).headers)
+    """), "[['Accept', 'text/html, application/json']]\n[['Cookie', 'a=1; b=2']]\n[]\n(('Accept', b'a, b'),)\n")
+
+
+def test_a_request_cancelled_as_a_duplicate_says_what_to_do(server):
+    # requests and httpx send both (two threads fetching one URL, say); a queue cancels the earlier
+    # of two equal requests by default (the original's allowDuplicateRequests = NO). The message
+    # said "cancelled by a duplicate request added later", not what to do about it.
+    clean(run(server, """
+        with rq.Queue() as q:
+            first, second = q.add(HOLD), q.add(HOLD)
+            try:
+                first.result()
+            except rq.RequestCancelled as error:
+                print(error)
+            second.cancel()
+        with rq.Queue(duplicates="allow") as q:
+            print([r.result().status for r in [q.add(BASE + "/bytes?n=1") for _ in range(2)]])
+    """), "cancelled by an equal request added later (to send both, allow duplicates on the queue)\n[200, 200]\n")
+
+
+
+def test_a_transport_option_refused_says_which_rule_it_broke(server):
+    # The library's reason was "option 3: the value is not valid for this option (see rq_option in
+    # requestqueue.h)": a number a Python user never wrote, and no rule.
+    clean(run(server, """
+        for options in ({"proxy": "ftp://127.0.0.1:1"}, {"unix_socket": "/" + "x" * 200}):
+            try:
+                rq.Request(BASE, **options)
+            except rq.InvalidArgumentError as error:
+                print(str(error).split("invalid argument: ")[1])
+    """), "RQ_OPTION_PROXY: the value is not a proxy URL (http, https, socks4, socks4a, socks5 or "
+          "socks5h://[user:password@]host[:port], printable ASCII without spaces) or \"\" for none\n"
+          "RQ_OPTION_UNIX_SOCKET: the value is not a path of 1 to 107 bytes\n")
+
 # -- callbacks that misbehave -----------------------------------------------------------------------
 
 def test_an_exception_in_a_callback_is_raised_by_wait_and_the_queue_goes_on(server):
@@ -226,15 +272,16 @@ def test_fork(server):
         if pid == 0:
             try:
                 q.fetch(BASE + "/bytes?n=3")
-            except rq.QueueClosedError:
-                print("child: parent's queue closed", flush=True)
+            except rq.QueueClosedError as error:  # (it said only "the queue is closed")
+                print("child:", error, flush=True)
             with rq.Queue() as q2:
                 print("child:", q2.fetch(BASE + "/bytes?n=4").status, r.headers["content-length"], flush=True)
             os._exit(0)
         os.waitpid(pid, 0)
         print("parent:", q.fetch(BASE + "/bytes?n=5").status)
         q.close()
-    """), "child: parent's queue closed\nchild: 200 3\nparent: 200\n")
+    """), "child: add: the queue was made by the parent process before fork(), and is closed in this child: "
+          "make a new queue here\nchild: 200 3\nparent: 200\n")
 
 
 def test_asyncio(server):
@@ -318,6 +365,24 @@ def test_an_unclosed_httpx_client_is_reported_at_the_line_that_made_its_transpor
         "ResourceWarning: unclosed requestqueue AsyncQueue: freed by the garbage collector; close it with "
         "close() or a with block\n")
 
+
+
+def test_httpx_arguments_of_httpx_own_transport_say_what_to_give_instead(server):
+    # Copied from httpx's documentation: HTTPTransport(http2=True), limits=... The TypeError listed
+    # the allowed options without the transport's own (max_concurrent, verify, retries, ...) and
+    # without what replaces httpx's.
+    pytest.importorskip("httpx")
+    clean(run(server, """
+        import httpx, requestqueue.httpx
+        for options in ({"http2": True}, {"limits": httpx.Limits(max_connections=4)}):
+            try:
+                requestqueue.httpx.HTTPTransport(**options)
+            except TypeError as error:
+                print(str(error).split(" (allowed: ")[0], "|", str(error).split(" (allowed: ")[1][:48])
+    """), 'HTTPTransport: unknown option(s) http2; instead of http2=, give http_version="2" (the default over TLS) | '
+          'max_concurrent, mode, max_per_host, rate_limit, \n'
+          'HTTPTransport: unknown option(s) limits; instead of limits=, give max_concurrent= and max_per_host= | '
+          'max_concurrent, mode, max_per_host, rate_limit, \n')
 
 # -- the top-level README ---------------------------------------------------------------------------
 

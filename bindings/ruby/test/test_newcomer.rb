@@ -54,6 +54,20 @@ class TestNewcomer < Minitest::Test
     RUBY
   end
 
+  # A name given twice (pairs, names differing in case) sent only its last value, and an Array value
+  # went out as its inspect text ("[\"1\", \"2\"]"); joined as Net::HTTP does (RFC 9110 5.3).
+  def test_a_header_given_twice_or_as_an_array_is_sent_once_with_every_value
+    assert_clean(<<~RUBY, "[[\"Accept\", \"a, b\"]]\n[[\"Accept\", \"a, b\"]]\n[[\"Cookie\", \"x=1; y=2\"]]\n[]\n")
+      def sent(name, headers)
+        RequestQueue.request(BASE + "/inspect", headers: headers).json["headers"].select { |h| h[0].casecmp?(name) }
+      end
+      p sent("accept", [["Accept", "a"], ["accept", "b"]])
+      p sent("accept", { "Accept" => %w[a b] })
+      p sent("cookie", { "Cookie" => "x=1", "cookie" => "y=2" })
+      p sent("accept", [["Accept", "a"], ["Accept", nil]])
+    RUBY
+  end
+
   def test_json_option_posts_json
     assert_clean(<<~RUBY, "{\"a\":1,\"b\":[true,null]} application/json\n[\"application/vnd.x+json\"]\nArgumentError\n")
       r = RequestQueue.request(BASE + "/echo", method: :post, json: { a: 1, b: [true, nil] })

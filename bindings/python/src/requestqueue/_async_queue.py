@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Set, Union
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-from ._errors import InvalidStateError, QueueClosedError, WaitTimeoutError, WouldDeadlockError
+from ._errors import InvalidStateError, WaitTimeoutError, WouldDeadlockError
 from ._native import RQ_ERR_WOULD_DEADLOCK, check, ffi, lib
 from ._options import RequestOptions
 from ._queues import _QueueBase, _check_fetchable
@@ -62,7 +62,7 @@ class AsyncQueue(_QueueBase):
             if not self._live:
                 return
             if self._closed:
-                raise QueueClosedError("wait: the queue is closed")
+                raise self._closed_error("wait")
             future: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(future)
             self._update_reading()

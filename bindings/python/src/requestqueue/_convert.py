@@ -5,7 +5,7 @@ the range of the C type): the library checks the values themselves and says why 
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._errors import InvalidArgumentError
 from ._native import ffi
@@ -150,4 +150,28 @@ def _header_pairs(headers: Optional[HeadersInput]) -> List[Tuple[str, Any]]:
         if not isinstance(name, str):
             raise TypeError(f"header names must be str, not {type(name).__name__}")
         pairs.append((name, value))
+    if len(pairs) > 1 and len({name.lower() for name, _ in pairs}) < len(pairs):
+        return _merge_repeated(pairs)
     return pairs
+
+
+def _merge_repeated(pairs: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
+    """A header named more than once (any case) becomes one field, where it first appears, with its
+    values joined by ", " ("; " for Cookie), as RFC 9110 5.3 (RFC 6265 5.4) allows and httpx does:
+    the library sends a name once (a later one replaces it). None removes what came before it."""
+    merged: Dict[str, Tuple[str, Any]] = {}
+    for name, value in pairs:
+        key = name.lower()
+        first = merged.get(key)
+        if first is None or first[1] is None or value is None:
+            merged[key] = (first[0] if first is not None else name, value)
+            continue
+        joined: Any = value
+        separator = "; " if key == "cookie" else ", "
+        if isinstance(first[1], str) and isinstance(value, str):
+            joined = first[1] + separator + value
+        elif isinstance(first[1], (str, bytes)) and isinstance(value, (str, bytes)):
+            joined = b"".join(v.encode("utf-8") if isinstance(v, str) else v
+                              for v in (first[1], separator, value))
+        merged[key] = (first[0], joined)  # (another type: left for _cstring to refuse)
+    return list(merged.values())

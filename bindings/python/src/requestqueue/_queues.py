@@ -151,8 +151,14 @@ class _QueueBase:
         if _releases or _response_releases:
             _drain()
         if self._closed:
-            raise QueueClosedError(f"{what}: the queue is closed")
+            raise self._closed_error(what)
         return self._ptr
+
+    def _closed_error(self, what: str) -> QueueClosedError:
+        if self._abandoned:  # (in a forked child: see _abandon)
+            return QueueClosedError(f"{what}: the queue was made by the parent process before fork(), and is "
+                                    "closed in this child: make a new queue here")
+        return QueueClosedError(f"{what}: the queue is closed")
 
     # -- cookies (requests made with cookies=True, or with it in the queue's defaults) --------------
 
@@ -352,7 +358,7 @@ class _QueueBase:
                 if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
                     _request_outs.append(out)
                     Request(url)
-                    raise QueueClosedError("add: the queue is closed")
+                    raise self._closed_error("add")
                 # Known before the call: its completion may run on another thread before it returns.
                 req._queue = self
                 req._key = context
@@ -389,7 +395,7 @@ class _QueueBase:
             self._before_add(req)
         with self._lock:
             if self._closed:
-                raise QueueClosedError("add: the queue is closed")
+                raise self._closed_error("add")
             ptr = self._ptr
             if req._queue is not None:
                 raise AlreadyAddedError(f"{req!r} was already added to a queue; a request is single-use")
@@ -617,7 +623,7 @@ class Queue(_QueueBase):
                     if predicate():
                         return
                     if self._closed:
-                        raise QueueClosedError(f"{what}: the queue is closed")
+                        raise self._closed_error(what)
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise WaitTimeoutError(f"{what}: timed out after {timeout} s")

@@ -80,10 +80,21 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transf
                          "trailer", "upgrade", "content-length"})
 
 
-def _check_options(options: Dict[str, Any], what: str) -> None:
+# Arguments of httpx's own transports, and what gives their effect here.
+_HTTPX_ARGUMENTS = {"http1": 'http_version="1.1"', "http2": 'http_version="2" (the default over TLS)',
+                    "limits": "max_concurrent= and max_per_host=", "cert": "client_cert= and client_key=",
+                    "uds": "unix_socket=", "local_address": "interface=", "socket_options": "tcp_keepalive="}
+# The transports' own keyword arguments (the queue's, and httpx's that are mapped).
+_TRANSPORT_ARGUMENTS = ("max_concurrent", "mode", "max_per_host", "rate_limit", "verify", "retries")
+
+
+def _check_options(options: Dict[str, Any], what: str, arguments: Tuple[str, ...] = ()) -> None:
     unknown = sorted(set(options) - _OPTION_NAMES)
     if unknown:
-        raise TypeError(f"{what}: unknown option(s) {', '.join(unknown)} (allowed: {', '.join(sorted(_OPTION_NAMES))})")
+        instead = "".join(f"; instead of {name}=, give {_HTTPX_ARGUMENTS[name]}"
+                          for name in unknown if name in _HTTPX_ARGUMENTS)
+        allowed = ", ".join(arguments + tuple(sorted(_OPTION_NAMES)))
+        raise TypeError(f"{what}: unknown option(s) {', '.join(unknown)}{instead} (allowed: {allowed})")
 
 
 class _Base:
@@ -94,7 +105,7 @@ class _Base:
     def _setup(self, queue: Union[Queue, AsyncQueue, None], kind: type, max_concurrent: int, mode: Union[Order, str],
                max_per_host: int, rate_limit: RateLimitInput, verify: Union[bool, str, PathInput],
                retries: int, options: Dict[str, Any]) -> Any:
-        _check_options(options, type(self).__name__)
+        _check_options(options, type(self).__name__, _TRANSPORT_ARGUMENTS)
         self._options = dict(options)
         # httpx decodes Content-Encoding itself (and sends its own Accept-Encoding).
         self._options["decode_content"] = False

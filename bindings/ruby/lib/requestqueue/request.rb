@@ -380,14 +380,28 @@ module RequestQueue
       @http_method = value
     end
 
+    # A name given more than once (in any case), or with an Array of values, is sent once, its values
+    # joined by ", " ("; " for Cookie), as RFC 9110 5.3 allows and Net::HTTP does: the library sends a
+    # name once (a later one replaces it). nil removes what came before it.
     def set_headers(headers)
       pairs = headers.respond_to?(:each_pair) ? headers.each_pair.to_a : Array(headers)
+      merged = {}
       pairs.each do |pair|
         raise TypeError, "headers must be a Hash or an Array of [name, value] pairs" unless pair.is_a?(Array) && pair.size == 2
 
         name, value = pair
         name = name.to_s
-        value = value.nil? ? nil : value.to_s
+        key = name.downcase
+        separator = key == "cookie" ? "; " : ", "
+        value = value.is_a?(Array) ? value.join(separator) : value&.to_s
+        first = merged[key]
+        merged[key] = if first && first[1] && value
+                        [first[0], "#{first[1]}#{separator}#{value}"]
+                      else
+                        [first ? first[0] : name, value]
+                      end
+      end
+      merged.each_value do |name, value|
         @content_type = true if name.casecmp?("content-type") && value
         RequestQueue.check(Native.rq_request_set_header(@pointer, name, value), "header #{name.inspect}")
       end
