@@ -269,7 +269,7 @@ import Testing
         // The borrowed copy of `a` outlives the queue (freed after it, defers run in reverse).
         let lent = UnsafeMutableRawBufferPointer.allocate(byteCount: a.count, alignment: 1)
         defer { lent.deallocate() }
-        lent.copyMemory(from: UnsafeRawBufferPointer(start: a, count: a.count))
+        a.withUnsafeBytes { lent.copyMemory(from: $0) }
         let q = try makeQueue(max: 1)
         defer { _ = rq_queue_free(q) }
         _ = rq_queue_suspend(q)
