@@ -88,7 +88,7 @@ extension Queue {
             }
             guard !eventFDSignalled, !pending.isEmpty else { return false }
             eventFDSignalled = true
-            eventFDWrites.wrappingAdd(1, ordering: .relaxed)
+            eventFDWrites.wrappingAdd(1, ordering: .sequentiallyConsistent)
             eventFDLock.acquire()
             return true
         }
@@ -125,7 +125,7 @@ extension Queue {
             engine.send(.deliver)
         } else if !eventFDSignalled, !pending.isEmpty {
             eventFDSignalled = true
-            eventFDWrites.wrappingAdd(1, ordering: .relaxed)
+            eventFDWrites.wrappingAdd(1, ordering: .sequentiallyConsistent)
             var one: UInt64 = 1
             eventFDLock.withLock { _ = write(eventFD, &one, 8) }
         }
@@ -278,19 +278,42 @@ extension Queue {
     private func beginEventFDResetLocked() -> Int? {
         guard pending.isEmpty, eventFDSignalled else { return nil }
         eventFDSignalled = false
-        return eventFDWrites.load(ordering: .relaxed)
+        return eventFDWrites.load(ordering: .sequentiallyConsistent)
     }
 
-    /// Reads the descriptor under `eventFDLock` (the writes decided before are done), unless a
-    /// write was decided since: events are pending again, the descriptor must stay readable, and
-    /// that write, maybe done already, must not be taken. (A write decided after this look waits
-    /// for the lock, so it comes after the read.)
+    /// Makes the descriptor unreadable once the `writes` decided before the reset are made, unless
+    /// a write was decided since: events are pending again, and the descriptor must stay readable.
+    ///
+    /// An eventfd's read returns how many writes it took, so the reads count the writes they took
+    /// (`eventFDWritesTaken`, less this function's own writes). When they have taken `writes`,
+    /// none decided before is on its way: the host was woken by the last one, the common case, and
+    /// no lock is taken. Otherwise one is (this thread came without being woken by it): its writer
+    /// holds `eventFDLock` from its decision to the end of its write, so the read is made again
+    /// under that lock. (Waiting for the lock in every case cost three futex calls a hand-over
+    /// when the writer, woken host and all, had lost its core before releasing it.)
+    ///
+    /// A write decided after the first look may be made before a read, which takes it: the last
+    /// look sees its decision (counted before the write is made) and writes the descriptor again,
+    /// events being pending. A decision the last look does not see comes after it, and its write
+    /// after the reads. The counts stay right either way: a write taken early is counted when
+    /// taken, and the next reset finds its own writes taken.
     private func endEventFDReset(writes: Int) {
-        eventFDLock.withLock {
-            guard eventFDWrites.load(ordering: .relaxed) == writes else { return }
-            var value: UInt64 = 0
-            _ = read(eventFD, &value, 8)
+        guard eventFDWrites.load(ordering: .sequentiallyConsistent) == writes else { return }
+        takeEventFDWrites()
+        if eventFDWritesTaken != writes { eventFDLock.withLock { takeEventFDWrites() } }
+        if eventFDWrites.load(ordering: .sequentiallyConsistent) != writes {
+            var one: UInt64 = 1
+            _ = write(eventFD, &one, 8)
+            eventFDOwnWrites += 1
         }
+    }
+
+    /// Reads the descriptor (0 when it holds no write) and counts the writes the read took.
+    private func takeEventFDWrites() {
+        var value: UInt64 = 0
+        guard read(eventFD, &value, 8) == 8 else { return }
+        eventFDWritesTaken &+= Int(truncatingIfNeeded: value) &- eventFDOwnWrites
+        eventFDOwnWrites = 0
     }
 
     /// Dispatch mode: runs up to `limit` pending events (0 = those pending now).

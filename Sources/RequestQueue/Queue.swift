@@ -75,10 +75,17 @@ final class Queue: @unchecked Sendable {
     /// the end of the write; a reader takes that lock for its read (`endEventFDReset`), so that
     /// it never reads before a write it has seen decided (which would leave the descriptor
     /// readable with nothing pending), and skips the read when a write was decided after the
-    /// reset (`eventFDWrites`, counted under the monitor), which it must not take.
+    /// reset (`eventFDWrites`, counted under the monitor), which it must not take. A reader that
+    /// finds, by what it read, every write it has seen decided already made does not take the
+    /// lock (`endEventFDReset`).
     var eventFDSignalled = false
     let eventFDLock = Lock()
     let eventFDWrites = Atomic<Int>(0)
+    /// Under `dispatchLock`: how many of the writes counted in `eventFDWrites` the reads of
+    /// `endEventFDReset` have taken, and how many writes of its own (`endEventFDReset`) the
+    /// descriptor holds beside them.
+    var eventFDWritesTaken = 0
+    var eventFDOwnWrites = 0
     let dispatchLock = Monitor()
     /// Threaded mode: the thread that runs the callbacks, waiting on `deliveryWake` when idle.
     /// It sets `deliveryWaiting` before it waits; whoever clears it owes the wait its one post.

@@ -378,6 +378,53 @@ static void run_ripening_batches(rq_delivery delivery, const char *name) {
     printf("%s batches: nothing held while the engine waits or idles\n", name);
 }
 
+/* The dispatch descriptor's reset (Queue.endEventFDReset) when the host was not woken by the
+ * write: a host calling rq_queue_dispatch over and over, without polling, may take a completion
+ * while the engine's write for it is still on its way, and the dispatch that ran it must still
+ * leave the descriptor unreadable once that write is made. Nothing else is written for the
+ * request afterwards (a write is decided only while events are pending), so after each round the
+ * descriptor must not be readable. */
+enum { RESET_ROUNDS = 1000 };
+static atomic_int reset_done;
+
+static void on_reset_done(void *context, rq_request *request, const rq_response *response) {
+    (void)context;
+    (void)request;
+    CHECK(rq_response_outcome(response) == RQ_OUTCOME_OK && rq_response_status(response) == 200,
+          "descriptor resets: a request failed: %s", rq_response_error_message(response));
+    atomic_fetch_add(&reset_done, 1);
+}
+
+static void run_descriptor_resets(void) {
+    rq_queue *q;
+    int fd, readable_after = 0;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_DISPATCH, &q));
+    CHECK_OK(rq_queue_get_fd(q, &fd));
+    CHECK_OK(rq_queue_set_max_concurrent(q, 1));
+    CHECK_OK(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW));
+    char *url = rqt_url(base, "/bytes?n=16&wakeup=reset");
+    for (int round = 0; round < RESET_ROUNDS; round++) {
+        rq_request *request;
+        CHECK_OK(rq_request_new(url, &request));
+        CHECK_OK(rq_request_set_completion(request, on_reset_done, NULL, NULL));
+        CHECK_OK(rq_add(q, request));
+        CHECK_OK(rq_request_free(request));
+        double deadline = rqt_now() + WATCHDOG_SECONDS;
+        while (atomic_load(&reset_done) <= round) {
+            if (rqt_now() > deadline) CHECK(0, "descriptor resets: request %d never completed", round);
+            rq_result rc = rq_queue_dispatch(q, 0, NULL);
+            if (rc != RQ_OK) CHECK_OK(rc);
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 0) > 0) readable_after++;
+    }
+    free(url);
+    CHECK(readable_after == 0, "descriptor resets: readable with nothing pending after %d of %d rounds",
+          readable_after, RESET_ROUNDS);
+    CHECK_OK(rq_queue_free(q));
+    printf("dispatch descriptor resets: unreadable after each of %d completions\n", RESET_ROUNDS);
+}
+
 static atomic_int short_done;
 
 static void on_short_done(void *context, rq_request *request, const rq_response *response) {
@@ -440,6 +487,7 @@ int main(int argc, char **argv) {
     run_idle_timers();
     run_ripening_batches(RQ_DELIVERY_THREADED, "threaded");
     run_ripening_batches(RQ_DELIVERY_DISPATCH, "dispatch");
+    run_descriptor_resets();
     run_with_one_descriptor_left();
     printf("test_wakeup: %d checks passed\n", atomic_load(&rqt_checks));
     return 0;
