@@ -292,8 +292,28 @@ def case_upload_reset(q):
     return iter(())
 
 
+def case_long_location(q):
+    """A redirect whose Location is `n` bytes long (a path padded with "a"), to the status case."""
+    target = "/case/status?code=200&pad="
+    location = target + "a" * max(0, int(q.get("n", "90000")) - len(target))
+    yield status_and([f"Location: {location}", "Content-Length: 0"], "HTTP/1.1 302 Found")
+
+
+def case_many_lines(q):
+    """`count` tiny header lines ("a:"), then a body of 2 bytes."""
+    yield b"HTTP/1.1 200 OK\r\n" + b"a:\r\n" * int(q.get("count", "9000")) + b"Content-Length: 2\r\n\r\nok"
+
+
+def case_many_interim(q):
+    """`count` 100 Continue responses, then a body of 2 bytes."""
+    yield b"HTTP/1.1 100 Continue\r\n\r\n" * int(q.get("count", "3000")) + status_and(["Content-Length: 2"]) + b"ok"
+
+
 CASES = {
     "raw": case_raw,
+    "long-location": case_long_location,
+    "many-lines": case_many_lines,
+    "many-interim": case_many_interim,
     "retry-after": case_retry_after,
     "endless-headers": case_endless_headers,
     "endless-header-line": case_endless_header_line,
