@@ -232,9 +232,10 @@
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
  *   (not 1 to 18 digits), two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
- *   the connection; identical repeats are fine), a NUL byte in a header line, a header section
- *   that starts with a continuation line, and a 101 Switching Protocols that the request did not
- *   ask for with an Upgrade header of its own (the library speaks only HTTP). None of them is
+ *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
+ *   included), a header line without a colon, a header section that starts with a continuation
+ *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
+ *   of its own (the library speaks only HTTP). None of them is
  *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
  *   when the extra bytes come with it, its connection is closed rather than used again.
  * - A connection closed or reset before the reply is complete (inside the status line, the

@@ -299,6 +299,14 @@ def case_long_location(q):
     yield status_and([f"Location: {location}", "Content-Length: 0"], "HTTP/1.1 302 Found")
 
 
+def case_endless_redirect(q):
+    """A redirect whose body never ends: chunked (chunked=1) or a huge Content-Length."""
+    framing = "Transfer-Encoding: chunked" if q.get("chunked") == "1" else "Content-Length: 999999999999"
+    yield status_and(["Location: /case/status?code=200", framing], f"HTTP/1.1 {q.get('status', '302')} Found")
+    piece = b"r" * PIECE
+    yield from endless(chunked(piece) if q.get("chunked") == "1" else piece)
+
+
 def case_many_lines(q):
     """`count` tiny header lines ("a:"), then a body of 2 bytes."""
     yield b"HTTP/1.1 200 OK\r\n" + b"a:\r\n" * int(q.get("count", "9000")) + b"Content-Length: 2\r\n\r\nok"
@@ -313,6 +321,7 @@ CASES = {
     "raw": case_raw,
     "long-location": case_long_location,
     "many-lines": case_many_lines,
+    "endless-redirect": case_endless_redirect,
     "many-interim": case_many_interim,
     "retry-after": case_retry_after,
     "endless-headers": case_endless_headers,
