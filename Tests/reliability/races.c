@@ -4,7 +4,8 @@
  * For each pair of operations (A, B) among those below, and for each state the shared request
  * can be in when they start (new, waiting in a suspended queue, running, waiting at an
  * authentication challenge, completed with its response retained, sharing the running transfer of
- * an equal request in a coalescing queue, waiting for its retry after a lost connection), the harness makes a fresh queue (threaded, dispatch or
+ * an equal request in a coalescing queue, waiting for its retry after a lost connection, retrying
+ * without end every millisecond against a server that resets every connection), the harness makes a fresh queue (threaded, dispatch or
  * inline mode, in turn) and request, then lets two worker threads loose at once from a
  * spinning start line, one running A and the other B (both the same call for a pair of a call
  * with itself), on the same queue, request, challenge and response. Afterwards it frees what the
@@ -20,7 +21,7 @@
  *   - nothing arrives later: at the end, after every queue is gone, every record is re-checked.
  *
  * Operations after OP_CORE in the table (duplicates mode, the queue's defaults, the cookie jar, a
- * setter of the request's configuration) and the "retrying" state run in rounds 1, 5, 9, ... only,
+ * setter of the request's configuration) and the "retrying" and "churning" states run in rounds 1, 5, 9, ... only,
  * so that the default run (4 rounds) meets each of them once and the single round under TSan
  * keeps its length.
  *
@@ -38,9 +39,9 @@
 
 /* ---- the shared handles of one iteration --------------------------------------------------- */
 
-enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COALESCED, S_RETRYING, S_COUNT };
+enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COALESCED, S_RETRYING, S_CHURNING, S_COUNT };
 static const char *const state_names[S_COUNT] = {"new", "waiting", "running", "challenged", "completed",
-                                                 "coalesced", "retrying"};
+                                                 "coalesced", "retrying", "churning"};
 
 /* The request whose transfer the shared one joins in the "coalesced" state (its handle freed at
  * once by the harness: only its accounting is checked). */
@@ -177,9 +178,11 @@ static int op_defaults(struct shared *s, int w) {
     int rc = rq_queue_get_defaults(s->queue, &defaults);
     if (rc != RQ_OK)
         return rc;
-    CHECK_OK(rq_request_set_idle_timeout(defaults, (w & 1) ? 30 : 60));
-    CHECK_OK(rq_request_set_header(defaults, "X-Race", (w & 1) ? "1" : "2"));
-    return RQ_OK;
+    /* (A queue freed by the other thread takes its defaults handle with it: then a freed handle.) */
+    rc = rq_request_set_idle_timeout(defaults, (w & 1) ? 30 : 60);
+    if (rc == RQ_OK)
+        rc = rq_request_set_header(defaults, "X-Race", (w & 1) ? "1" : "2");
+    return rc;
 }
 static int op_cookies(struct shared *s, int w) {
     char *text;
@@ -292,11 +295,12 @@ static const struct op ops[] = {
     {"snapshot", op_snapshot, RC(RQ_OK) | Q_GONE},
     {"read_response", op_read_response, RC(RQ_OK)},
     {"retain_release", op_retain_release, RC(RQ_OK)},
-    /* From here on, with the "retrying" state: in every fourth round, from the second, only. */
+    /* From here on, with the "retrying" and "churning" states: in every fourth round, from the
+     * second, only. */
 #define OP_CORE 21 /* the operations above */
     {"set_duplicates", op_duplicates, RC(RQ_OK) | Q_GONE},
     {"defaults", op_defaults, RC(RQ_OK) | Q_GONE},
-    {"cookies", op_cookies, RC(RQ_OK) | Q_GONE},
+    {"cookies", op_cookies, RC(RQ_OK) | RC(RQ_ERR_QUEUE_CLOSED) | Q_GONE},
     {"set_header", op_set_header, RC(RQ_OK) | RC(RQ_ERR_REQUEST_FROZEN) | Q_GONE},
 };
 #define OP_COUNT ((int)(sizeof ops / sizeof ops[0]))
@@ -388,7 +392,8 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
     case S_RUNNING:
     case S_COALESCED: url = rqt_url(base, "/delay?s=2"); break;
     case S_CHALLENGED: url = rqt_url(base, "/basic-auth/u/p"); break;
-    case S_RETRYING: url = rqt_url(base, "/reset"); break;
+    case S_RETRYING:
+    case S_CHURNING: url = rqt_url(base, "/reset"); break;
     default: url = rqt_url(base, "/bytes?n=64"); break;
     }
     CHECK_OK(rq_request_new(url, &s->request));
@@ -397,9 +402,11 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
     CHECK_OK(rq_request_set_download_progress(s->request, on_progress));
     CHECK_OK(rq_request_set_auth_handler(s->request, on_challenge));
     CHECK_OK(rq_request_set_tag(s->request, "race"));
-    if (state == S_RETRYING) { /* a lost connection, retried after 60 s: the calls meet it in the delay */
+    if (state == S_RETRYING || state == S_CHURNING) {
+        /* A lost connection, retried after 60 s (the calls meet it in the delay), or after 1 ms
+         * without end (they meet it in its delay, at its retry timer, or starting an attempt). */
         CHECK_OK(rq_request_set_retry(s->request, 1));
-        CHECK_OK(rq_request_set_retry_delay(s->request, 60));
+        CHECK_OK(rq_request_set_retry_delay(s->request, state == S_RETRYING ? 60 : 0.001));
     }
     if (state == S_NEW)
         return s;
@@ -431,9 +438,10 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
         }
         break;
     case S_CHALLENGED: SETTLE(s, atomic_load(&s->challenge) != NULL); break;
-    case S_RETRYING: {
+    case S_RETRYING:
+    case S_CHURNING: {
         rq_queue_stats stats = {.size = sizeof stats};
-        SETTLE(s, rq_queue_get_stats(s->queue, &stats) == RQ_OK && stats.retried == 1);
+        SETTLE(s, rq_queue_get_stats(s->queue, &stats) == RQ_OK && stats.retried >= 1);
         break;
     }
     case S_COMPLETED: SETTLE(s, atomic_load(&s->completions) == 1 && atomic_load(&s->finalized) == 1); break;
@@ -537,7 +545,7 @@ int main(int argc, char **argv) {
                 if (round == (b >= OP_CORE))
                     pairs++;
                 for (int st = 0; st < S_COUNT; st++) {
-                    if (st == S_RETRYING && !extended)
+                    if (st >= S_RETRYING && !extended)
                         continue;
                     static const char *const mode_names[] = {"threaded", "dispatch", "inline"};
                     rq_delivery mode = (rq_delivery)((round + a + b + st) % 3);
