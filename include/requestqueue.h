@@ -1447,25 +1447,27 @@ RQ_API int rq_response_http_version(const rq_response *response);
  *  domain of "#HttpOnly_..." marks an HttpOnly cookie), in a NUL-terminated string to free with
  *  `rq_string_free`; "" when there are none. At most 3000 cookies and 1 MiB: see "Cookies" in
  *  the opening notes for the jar's budget. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
- *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED. */
+ *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_list(rq_queue *queue, char **out_text);
 
 /** Frees a string handed out by the library (`rq_queue_cookies_list`). NULL is ignored. */
 RQ_API void rq_string_free(char *text);
 
-/** Removes every cookie of the queue. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE. */
+/** Removes every cookie of the queue. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
+ *  RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_clear(rq_queue *queue);
 
 /** Adds the cookies of a Netscape cookie file (as curl -b/-c and browsers' exports write them; or
  *  a file of "Set-Cookie:" lines) to the queue's jar. Lines that are not cookies are skipped.
  *  The jar's budget applies (see "Cookies" in the opening notes): when the jar and the file
  *  together exceed it, the oldest go first, then cookies of the file, in libcurl's order.
- *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read). */
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read),
+ *  RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_load(rq_queue *queue, const char *path);
 
 /** Writes every cookie of the queue to a Netscape cookie file at `path` (created or replaced),
  *  session cookies included. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM
- *  (the file cannot be written). */
+ *  (the file cannot be written), RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_save(rq_queue *queue, const char *path);
 
 /* ===================================================================================================
