@@ -1170,8 +1170,8 @@ static void redirect_limits(rq_queue *queue) {
 /* Header sections at the edges of the budget and of the grammar: many tiny lines, many 1xx
  * responses (before: over the budget on a status line, a transport error "Failed writing header"),
  * lines without a colon or with an empty name, bytes above 0x7F in names, values and reason
- * phrases, a NUL in the reason phrase, LF-only line ends, an endless body of a followed redirect,
- * a chunk size padded with zeros. */
+ * phrases, a NUL in the reason phrase, LF-only line ends, dripped trailers, an endless body of a
+ * followed redirect, a chunk size padded with zeros. */
 static void header_edges(rq_queue *queue) {
     outcome_t o;
     run(queue, "/case/many-lines?count=9000", NULL, NULL, &o);
@@ -1195,6 +1195,11 @@ static void header_edges(rq_queue *queue) {
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
     expect_raw(queue, "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     CHECK(o.body_size == 2, "LF line ends: body %zu", o.body_size);
+    /* Trailers dripped one line every 0.1 s: not body bytes, so the low-speed limit ends it. */
+    struct limits low = {2, 1, 0, 1000, 1, 0};
+    run(queue, "/case/endless-trailers?line=10&per=1&pace=0.1", with_limits, &low, &o);
+    CHECK(o.outcome == RQ_OUTCOME_TIMEOUT && strstr(o.message, "bytes per second"), "dripped trailers: %s (%s)",
+          rq_outcome_str((int)o.outcome), o.message);
     /* The body of a followed redirect is read and dropped by libcurl, and may never end (a huge
      * Content-Length, or chunks): nothing is kept of it, and the response-header limit ends it. */
     struct limits headers = {2, 1, 0, -1, 0, 0};

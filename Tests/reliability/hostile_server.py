@@ -89,7 +89,7 @@ def case_endless_trailers(q):
     yield status_and(["Transfer-Encoding: chunked", "Trailer: X-Endless"])
     yield chunked(b"hello") + b"0\r\n"
     line = b"X-Endless: " + b"t" * int(q.get("line", "1000")) + b"\r\n"
-    yield from endless(line * max(1, PIECE // len(line)))
+    yield from endless(line * int(q.get("per", str(max(1, PIECE // len(line))))))
 
 
 def case_endless_chunk_extension(q):

@@ -299,7 +299,7 @@ static const struct op ops[] = {
      * second, only. */
 #define OP_CORE 21 /* the operations above */
     {"set_duplicates", op_duplicates, RC(RQ_OK) | Q_GONE},
-    {"defaults", op_defaults, RC(RQ_OK) | Q_GONE},
+    {"defaults", op_defaults, RC(RQ_OK) | RC(RQ_ERR_QUEUE_CLOSED) | Q_GONE},
     {"cookies", op_cookies, RC(RQ_OK) | RC(RQ_ERR_QUEUE_CLOSED) | Q_GONE},
     {"set_header", op_set_header, RC(RQ_OK) | RC(RQ_ERR_REQUEST_FROZEN) | Q_GONE},
 };
