@@ -242,7 +242,10 @@
  *   headers, a body of announced length, the chunks or the trailers; or after an informational
  *   1xx response only) ends the attempt with RQ_OUTCOME_CONNECTION_LOST, whatever the delivery
  *   mode and wherever the body goes; a body without length or chunks ends at the close and is
- *   complete (HTTP/1.1).
+ *   complete (HTTP/1.1). Over TLS, such a body is complete also when the connection ends without
+ *   TLS's close_notify alert: libcurl 7.88 does not report the difference (RFC 9112 9.8 asks for
+ *   the alert), so whoever can cut the connection on the way can shorten such a body unnoticed.
+ *   A body with a Content-Length or chunks, and HTTP/2, are not affected.
  * - Header budget: the status lines, header lines and chunked trailers of all the responses of
  *   one transfer (redirects followed, informational 1xx responses, the final response) may take
  *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with
