@@ -149,6 +149,30 @@ def cookies(base):
           f"cookie flood: the jar holds {len(names)} cookies (budget 3000), newest kept: {'f64_49' in names}")
 
 
+# Bytes that are not UTF-8 in a reason phrase, header names and values, a charset, a Location, a
+# cookie and a body.
+ODD_BYTES = [
+    b"HTTP/1.1 200 \xff\xfe\x01\r\n: empty\r\n\xff\xfe: \x80\x81\r\nX-A:\xc3\x28\r\n"
+    b"Content-Type: text/plain; charset=\xff\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&x=\xff\xfe\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=no-such-charset\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00a",
+    b"HTTP/1.1 200 OK\r\nSet-Cookie: \xff=\xfe; Path=/\r\nContent-Length: 2\r\n\r\nok",
+]
+
+
+def odd_bytes(base):
+    """Every part of the response reads back as str (the bytes kept, decoded or replaced), no
+    exception: headers, URL, text, cookies."""
+    with rq.Queue() as queue:
+        for reply in ODD_BYTES:
+            response = queue.fetch(base + raw(reply.decode("latin-1")), cookies=True)
+            check(response.outcome == Outcome.OK and response.status == 200, f"{reply[:30]!r}: {response.outcome!r}")
+            pairs = list(response.headers.items())
+            check(all(isinstance(n, str) and isinstance(v, str) for n, v in pairs) and isinstance(response.url, str)
+                  and isinstance(response.text, str), f"{reply[:30]!r}: headers {pairs}, text {response.text!r}")
+        check(len(pairs) == 2 and [c.name for c in queue.cookies()] == ["\ufffd"], f"odd cookie: {queue.cookies()}")
+
+
 # Transfers a hostile server holds open: a bomb and an endless body streamed and never read, a
 # server that never answers, a header line that never ends, an upload never read.
 HELD = ["/case/ce-bomb?coding=zstd&held=1", "/case/endless-error?code=200&held=2",
@@ -248,6 +272,7 @@ def main():
         close_phases(runner)
         bombs(runner, budget_kib)
         cookies(base)
+        odd_bytes(base)
         dropped(base)
         asyncio.run(async_cases(base))
     finally:

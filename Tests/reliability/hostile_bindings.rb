@@ -132,6 +132,26 @@ begin
     check(jar.all? { |c| c.expires.is_a?(Integer) && c.expires >= 0 }, "odd cookies: #{jar.inspect}")
   end
 
+  # Bytes that are not UTF-8 in a reason phrase, header names and values, a charset, a Location, a
+  # cookie and a body: every part of the response reads back, no exception.
+  odd_bytes = ["HTTP/1.1 200 \xff\xfe\x01\r\n: empty\r\n\xff\xfe: \x80\x81\r\nX-A:\xc3\x28\r\n" \
+               "Content-Type: text/plain; charset=\xff\r\nContent-Length: 2\r\n\r\nok",
+               "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&x=\xff\xfe\r\nContent-Length: 0\r\n\r\n",
+               "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=no-such-charset\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00a",
+               "HTTP/1.1 200 OK\r\nSet-Cookie: \xff=\xfe; Path=/\r\nContent-Length: 2\r\n\r\nok"].map(&:b)
+  RequestQueue::Queue.open do |queue|
+    odd_bytes.each do |reply|
+      response = nil
+      queue.add(base + raw(reply), cookies: true) { |r| response = r }
+      queue.run
+      check(response.outcome == :ok && response.status == 200, "#{reply[0, 30].inspect}: #{response.outcome}")
+      pairs = response.headers.to_a
+      check(pairs.flatten.all?(String) && response.url.is_a?(String) && response.text.is_a?(String),
+            "#{reply[0, 30].inspect}: headers #{pairs.inspect}")
+    end
+    check(queue.cookies.map(&:name) == ["\xFF".b], "odd cookie: #{queue.cookies.inspect}")
+  end
+
   # Queues left to the garbage collector while the server holds their transfers (a bomb and an
   # endless body streamed, a server that never answers, a header line that never ends, an upload
   # never read): the gem frees them from its own thread, and the threads and descriptors of the
