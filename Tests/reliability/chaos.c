@@ -5,7 +5,7 @@
  * aim at the fixture server's normal endpoints and at its faults: TCP resets, stalls, 5xx
  * statuses, truncated bodies, a refused port, flaky endpoints that fail then succeed (with retry),
  * bodies over the request's size limit, total timeouts; some bodies go to a body callback, after
- * a head callback. At the same time other threads cancel
+ * a head callback, and some completions are summary completions. At the same time other threads cancel
  * random requests (by handle and from queue snapshots), cancel whole queues, suspend and resume
  * them, change their limits, order and duplicate policy, and free queues mid-flight to replace
  * them with new ones; completion callbacks add follow-up requests of their own.
@@ -296,6 +296,22 @@ static void on_complete(void *context, rq_request *request, const rq_response *r
     atomic_fetch_add(&completed_count, 1);
 }
 
+/* A summary completion (a quarter of the K_BYTES requests): its arguments are the response's, it
+ * holds the response retained, and the rest is on_complete's. */
+static void on_summary(void *context, rq_request *request, rq_response *response, rq_outcome outcome, int status,
+                       int http_version, const uint8_t *body, size_t body_size) {
+    struct rec *r = context;
+    size_t size = 0;
+    const uint8_t *own = rq_response_body(response, &size);
+    if (outcome != rq_response_outcome(response) || status != rq_response_status(response) ||
+        http_version != rq_response_http_version(response) || body != own || body_size != size)
+        problem("id %u (summary): arguments %d/%d/%d/%zu, the response's %d/%d/%d/%zu", (unsigned)(r - recs),
+                (int)outcome, status, http_version, body_size, (int)rq_response_outcome(response),
+                rq_response_status(response), rq_response_http_version(response), size);
+    on_complete(context, request, response);
+    rq_response_release(response);
+}
+
 static void on_finalize(void *context) {
     struct rec *r = context;
     unsigned id = (unsigned)(r - recs);
@@ -381,7 +397,10 @@ static rq_request *build(unsigned id, enum kind k, rel_rng *rng) {
     rq_request *request;
     char tag[8];
     CHECK_OK(rq_request_new(url, &request));
-    CHECK_OK(rq_request_set_completion(request, on_complete, r, on_finalize));
+    if (k == K_BYTES && rel_below(rng, 4) == 0)
+        CHECK_OK(rq_request_set_summary_completion(request, on_summary, r, on_finalize));
+    else
+        CHECK_OK(rq_request_set_completion(request, on_complete, r, on_finalize));
     snprintf(tag, sizeof tag, "t%u", id % 64);
     CHECK_OK(rq_request_set_tag(request, tag));
     CHECK_OK(rq_request_set_priority(request, (rq_priority)((int)rel_below(rng, 5) - 2)));
