@@ -18,7 +18,8 @@ SEND_SECONDS seconds, or as soon as the client closes the connection. Query para
 endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
 Connection handling, any case: keep=1 keeps the connection open after the reply (the next request
 on it is read and answered as usual: a body longer than its Content-Length reaches the client
-before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a close.
+before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a close;
+close_after=S waits S seconds before the close (or reset), reading nothing.
 /case/ce-bomb?coding=C&size=N sends N zero bytes (default 128 MiB) compressed with C (gzip,
 deflate, br, zstd; br and zstd through the brotli and zstd commands) as Content-Encoding C.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
@@ -178,13 +179,15 @@ def case_empty(q):
 
 
 def case_challenge(q):
-    """401 with a body unless the request carries credentials, then a shorter 200."""
+    """401 with a body unless the request carries credentials, then a shorter 200; close=1 says
+    "Connection: close" in the 401 (the answer then goes on a new connection)."""
     if q.get("_auth"):
         body = b"ok"
         yield status_and([f"Content-Length: {len(body)}"]) + body
     else:
         body = b"u" * int(q.get("size", "227"))
-        yield status_and(['WWW-Authenticate: Basic realm="hostile"', f"Content-Length: {len(body)}"],
+        close = ["Connection: close"] if q.get("close") == "1" else []
+        yield status_and(['WWW-Authenticate: Basic realm="hostile"', f"Content-Length: {len(body)}"] + close,
                          "HTTP/1.1 401 Unauthorized") + body
 
 
@@ -429,6 +432,9 @@ def serve_one(conn, head, rest):
                 break
             if pace > 0:
                 time.sleep(pace)
+        # close_after=S: the connection stays open S seconds before it is closed (a reply that
+        # looked keep-alive, so that the client sends its next request on it in vain).
+        time.sleep(float(query.get("close_after", "0")))
         if query.get("rst") == "1":
             reset(conn)
             return False
