@@ -239,6 +239,14 @@ static void upload_with_auth(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_auth_handler(request, on_challenge));
 }
 
+/* The same, allowed to go again on a new connection when the one it was sent on turns out closed
+ * unanswered: the hostile server closes after every reply without saying so, and the connection
+ * of the previous case may be taken before its close is seen. */
+static void upload_with_auth_resent(rq_request *request, outcome_t *o, void *arg) {
+    upload_with_auth(request, o, arg);
+    CHECK_OK(rq_request_set_retry_non_idempotent(request, 1));
+}
+
 /* The number of requests the server logged whose path starts with `prefix`. */
 static int server_saw(const char *prefix) {
     char *log = rqt_get(base, "/_/log");
@@ -432,16 +440,18 @@ static void progress(rq_queue *queue) {
     outcome_t o;
     /* (The 401 says "Connection: close": the answer goes on a new connection. Without it, the
      * server's close right after the 401 raced with the reuse of the connection: below.) */
-    run(queue, "/case/challenge?size=227&upload=1&close=1", upload_with_auth, NULL, &o);
+    run(queue, "/case/challenge?size=227&upload=1&close=1", upload_with_auth_resent, NULL, &o);
     CHECK(o.outcome == RQ_OUTCOME_OK && o.challenges == 1 && o.progress_error[0] == 0 && o.last_done == 100000 &&
               o.last_progress == 1.0,
-          "upload across a challenge: outcome %s, %d challenges, final %lld/%lld: %s", rq_outcome_str((int)o.outcome),
-          o.challenges, (long long)o.last_done, (long long)o.last_total, o.progress_error);
+          "upload across a challenge: outcome %s (%s), %d challenges, final %lld/%lld: %s", rq_outcome_str((int)o.outcome),
+          o.message, o.challenges, (long long)o.last_done, (long long)o.last_total, o.progress_error);
     /* The 401 looks keep-alive, but the server closes the connection 0.3 s later without reading:
-     * the answer to the challenge goes on that connection in vain (a POST is not sent again), and
-     * the final upload progress stays at what was sent (before: the resend's 0, from 100000). */
+     * the answer to the challenge goes on that connection in vain (a POST is not sent again; or
+     * on a new one, when libcurl closed this one for the body it had left to send), and the final
+     * upload progress stays at what was sent (before: the resend's 0, from 100000). */
     run(queue, "/case/challenge?size=227&upload=2&close_after=0.3", upload_with_auth, NULL, &o);
-    CHECK(o.outcome == RQ_OUTCOME_CONNECTION_LOST && o.challenges <= 1 && o.progress_error[0] == 0 && o.last_done == 100000,
+    CHECK((o.outcome == RQ_OUTCOME_CONNECTION_LOST || o.outcome == RQ_OUTCOME_OK) && o.challenges <= 1 &&
+              o.progress_error[0] == 0 && o.last_done == 100000,
           "upload across a challenge, the connection closed after it: outcome %s (%s), %d challenges, final %lld/%lld: %s",
           rq_outcome_str((int)o.outcome), o.message, o.challenges, (long long)o.last_done, (long long)o.last_total,
           o.progress_error);
