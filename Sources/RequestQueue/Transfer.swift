@@ -1021,7 +1021,9 @@ final class Transfer {
         let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
                                 url: consume url, message: consume message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
-                                uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
+                                // (At its highest in the attempt: a body sent again on a new transfer
+                                // after a challenge, that failed at once, does not take it back.)
+                                uploaded: request.hasBody ? max(Int64(uploaded), reportedUpload.done, 0) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: secure,
