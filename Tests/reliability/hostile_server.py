@@ -434,7 +434,10 @@ def serve_one(conn, head, rest):
                 time.sleep(pace)
         # close_after=S: the connection stays open S seconds before it is closed (a reply that
         # looked keep-alive, so that the client sends its next request on it in vain).
-        time.sleep(float(query.get("close_after", "0")))
+        # (No sleep at all otherwise: even sleep(0) lets other threads run first, and the close
+        # that follows a reply must come at once, as clients reuse connections not seen closed.)
+        if "close_after" in query:
+            time.sleep(float(query["close_after"]))
         if query.get("rst") == "1":
             reset(conn)
             return False
