@@ -241,16 +241,20 @@
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
  *   (not 1 to 18 digits), two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
- *   the connection; identical repeats are fine), a NUL byte in a header line, a header section
- *   that starts with a continuation line, and a 101 Switching Protocols that the request did not
- *   ask for with an Upgrade header of its own (the library speaks only HTTP). None of them is
+ *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
+ *   included), a header line without a colon, a header section that starts with a continuation
+ *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
+ *   of its own (the library speaks only HTTP). None of them is
  *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
  *   when the extra bytes come with it, its connection is closed rather than used again.
  * - A connection closed or reset before the reply is complete (inside the status line, the
  *   headers, a body of announced length, the chunks or the trailers; or after an informational
  *   1xx response only) ends the attempt with RQ_OUTCOME_CONNECTION_LOST, whatever the delivery
  *   mode and wherever the body goes; a body without length or chunks ends at the close and is
- *   complete (HTTP/1.1).
+ *   complete (HTTP/1.1). Over TLS, such a body is complete also when the connection ends without
+ *   TLS's close_notify alert: libcurl 7.88 does not report the difference (RFC 9112 9.8 asks for
+ *   the alert), so whoever can cut the connection on the way can shorten such a body unnoticed.
+ *   A body with a Content-Length or chunks, and HTTP/2, are not affected.
  * - Header budget: the status lines, header lines and chunked trailers of all the responses of
  *   one transfer (redirects followed, informational 1xx responses, the final response) may take
  *   256 KiB (262144 bytes) and 10000 lines in all; a transfer over it ends the attempt with
@@ -1464,25 +1468,27 @@ RQ_API int rq_response_http_version(const rq_response *response);
  *  domain of "#HttpOnly_..." marks an HttpOnly cookie), in a NUL-terminated string to free with
  *  `rq_string_free`; "" when there are none. At most 3000 cookies and 1 MiB: see "Cookies" in
  *  the opening notes for the jar's budget. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
- *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED. */
+ *  RQ_ERR_OUT_OF_MEMORY, RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_list(rq_queue *queue, char **out_text);
 
 /** Frees a string handed out by the library (`rq_queue_cookies_list`). NULL is ignored. */
 RQ_API void rq_string_free(char *text);
 
-/** Removes every cookie of the queue. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE. */
+/** Removes every cookie of the queue. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE,
+ *  RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_clear(rq_queue *queue);
 
 /** Adds the cookies of a Netscape cookie file (as curl -b/-c and browsers' exports write them; or
  *  a file of "Set-Cookie:" lines) to the queue's jar. Lines that are not cookies are skipped.
  *  The jar's budget applies (see "Cookies" in the opening notes): when the jar and the file
  *  together exceed it, the oldest go first, then cookies of the file, in libcurl's order.
- *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read). */
+ *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM (the file cannot be read),
+ *  RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_load(rq_queue *queue, const char *path);
 
 /** Writes every cookie of the queue to a Netscape cookie file at `path` (created or replaced),
  *  session cookies included. Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE, RQ_ERR_SYSTEM
- *  (the file cannot be written). */
+ *  (the file cannot be written), RQ_ERR_QUEUE_CLOSED (the queue is being freed by another thread). */
 RQ_API rq_result rq_queue_cookies_save(rq_queue *queue, const char *path);
 
 /* ===================================================================================================

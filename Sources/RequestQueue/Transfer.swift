@@ -497,12 +497,9 @@ final class Transfer {
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
             statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
                 ? 10 + Int32(bytes[7] - 0x30) : 0
-            return headerBudget.admit(lineLength: bytes.count)
+            return headerBudget.admit(lineLength: bytes.count) || refuseOverBudget()
         }
-        guard headerBudget.admit(lineLength: bytes.count) else {
-            return refuse("the response's header lines and trailers exceed \(HeaderBudget.maxBytes) bytes or "
-                          + "\(HeaderBudget.maxLines) lines")
-        }
+        guard headerBudget.admit(lineLength: bytes.count) else { return refuseOverBudget() }
         // The blank line ends the headers: the body's destination is known now. (After a 1xx
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
@@ -589,6 +586,12 @@ final class Transfer {
         return Response(outcome: status >= 400 ? .httpStatus : .ok, status: status, headers: headers.bytes,
                         url: effective.map { String(cString: $0) } ?? request.url.string,
                         message: status >= 400 ? "The server returned a \(status) error" : "", attempts: request.attempts)
+    }
+
+    /// Refuses a reply whose status lines, header lines and trailers went over the header budget
+    /// (a status line too: a run of 1xx responses is nothing else).
+    private func refuseOverBudget() -> Bool {
+        refuse("the response's header lines and trailers exceed \(HeaderBudget.maxBytes) bytes or \(HeaderBudget.maxLines) lines")
     }
 
     /// Refuses the server's reply: the attempt ends with RQ_OUTCOME_BAD_RESPONSE and `message`.
@@ -1018,7 +1021,9 @@ final class Transfer {
         let response = Response(outcome: outcome, status: status, headers: headers.bytes, body: body.detach(),
                                 url: consume url, message: consume message, attempts: request.attempts,
                                 downloaded: received, progress: (request.download.done, request.download.total),
-                                uploaded: request.hasBody ? Int64(max(uploaded, 0)) : 0,
+                                // (At its highest in the attempt: a body sent again on a new transfer
+                                // after a challenge, that failed at once, does not take it back.)
+                                uploaded: request.hasBody ? max(Int64(uploaded), reportedUpload.done, 0) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: secure,

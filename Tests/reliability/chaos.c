@@ -4,7 +4,8 @@
  * Producers add requests to several queues (threaded and inline ones, and one in dispatch mode). The requests
  * aim at the fixture server's normal endpoints and at its faults: TCP resets, stalls, 5xx
  * statuses, truncated bodies, a refused port, flaky endpoints that fail then succeed (with retry),
- * bodies over the request's size limit, total timeouts. At the same time other threads cancel
+ * bodies over the request's size limit, total timeouts; some bodies go to a body callback, after
+ * a head callback, and some completions are summary completions. At the same time other threads cancel
  * random requests (by handle and from queue snapshots), cancel whole queues, suspend and resume
  * them, change their limits, order and duplicate policy, and free queues mid-flight to replace
  * them with new ones; completion callbacks add follow-up requests of their own.
@@ -14,7 +15,8 @@
  *     doubled = 0) and none for the others; the context finalizer exactly once, after the
  *     completion; the request's state COMPLETED and its context intact inside the completion;
  *   - the outcome is one its endpoint can give (or CANCELLED), with the right status and body
- *     (an OK /bytes body is the fixture's pattern, of the right size); a request whose rq_cancel
+ *     (an OK /bytes body is the fixture's pattern, of the right size; a streamed one came in
+ *     order, after exactly one head, and no piece or head came after the completion); a request whose rq_cancel
  *     returned RQ_OK completed as CANCELLED;
  *   - API calls on queues being freed or already freed return the documented codes.
  * After every queue has been freed: the open file descriptors are exactly those before the first
@@ -41,6 +43,7 @@ enum kind {
     K_DELAY,        /* /delay?s=0.02                    OK, "ok" */
     K_REDIRECT,     /* /redirect/2                      OK, "redirected" */
     K_DUPLICATE,    /* two equal /bytes requests        OK (or the earlier CANCELLED) */
+    K_STREAMED,     /* /bytes?n=R to a body callback,   OK, R pattern bytes in order, after one head */
     K_STATUS_5XX,   /* /status/50x                      HTTP_STATUS with that status */
     K_RESET,        /* /reset                           CONNECTION_LOST */
     K_TRUNCATED,    /* /truncated?n=R                   CONNECTION_LOST */
@@ -55,11 +58,11 @@ enum kind {
 };
 
 static const char *const kind_names[K_COUNT] = {
-    "bytes", "chunked", "head", "upload", "delay", "redirect", "duplicate", "5xx", "reset",
+    "bytes", "chunked", "head", "upload", "delay", "redirect", "duplicate", "streamed", "5xx", "reset",
     "truncated", "stall", "stall-body", "refused", "timeout", "too-large", "flaky", "retry-exhaust"};
 
 /* Relative weights of the kinds in the mix. */
-static const unsigned kind_weights[K_COUNT] = {28, 5, 3, 5, 5, 4, 3, 8, 6, 6, 3, 2, 5, 2, 2, 10, 3};
+static const unsigned kind_weights[K_COUNT] = {28, 5, 3, 5, 5, 4, 3, 6, 8, 6, 6, 3, 2, 5, 2, 2, 10, 3};
 
 /* 1 for the kinds aimed at an injected fault. */
 static int is_fault_kind(enum kind k) { return k >= K_STATUS_5XX; }
@@ -75,6 +78,9 @@ struct rec {
     atomic_int status;
     atomic_int attempts;
     atomic_int freed_queue; /* completed with "the queue was freed" */
+    /* K_STREAMED: bytes streamed (in order, from offset 0) and heads seen. */
+    atomic_uint streamed;
+    atomic_int heads;
     uint8_t kind;
     uint8_t flaky_fail;
     uint8_t flaky_stall;
@@ -149,6 +155,11 @@ static void check_body(unsigned id, struct rec *r, const rq_response *response) 
             problem("id %u (%s): status %d, %zu bytes (pattern %d), expected 200 and %u pattern bytes",
                     id, kind_names[r->kind], status, size, rel_is_pattern(body, size), r->size);
         break;
+    case K_STREAMED:
+        if (status != 200 || size != 0 || atomic_load(&r->streamed) != r->size || atomic_load(&r->heads) != 1)
+            problem("id %u (streamed): status %d, %zu bytes collected, %u streamed, %d heads, expected 200, 0, %u, 1",
+                    id, status, size, atomic_load(&r->streamed), atomic_load(&r->heads), r->size);
+        break;
     case K_HEAD:
         if (status != 200 || size != 0)
             problem("id %u (head): status %d, %zu bytes", id, status, size);
@@ -176,6 +187,40 @@ static void check_body(unsigned id, struct rec *r, const rq_response *response) 
     default:
         problem("id %u (%s): completed OK", id, kind_names[r->kind]);
     }
+}
+
+/* K_STREAMED: the body's pieces, checked as they come (in order, the fixture's pattern, before the
+ * completion). A piece at offset 0 starts the body over (an attempt sent again). */
+static int on_piece(void *context, rq_request *request, const uint8_t *data, size_t size, uint64_t offset) {
+    struct rec *r = context;
+    unsigned id = (unsigned)(r - recs);
+    (void)request;
+    if (atomic_load(&r->completions) || atomic_load(&r->finalized))
+        problem("id %u (streamed): a piece after the completion", id);
+    if (offset == 0)
+        atomic_store(&r->streamed, 0);
+    if (offset != atomic_load(&r->streamed))
+        problem("id %u (streamed): a piece at offset %llu after %u bytes", id, (unsigned long long)offset,
+                atomic_load(&r->streamed));
+    for (size_t i = 0; i < size; i++)
+        if (data[i] != (uint8_t)REL_PATTERN[(offset + i) % (sizeof REL_PATTERN - 1)]) {
+            problem("id %u (streamed): byte %llu is not the pattern", id, (unsigned long long)(offset + i));
+            break;
+        }
+    atomic_fetch_add(&r->streamed, (unsigned)size);
+    if (atomic_load(&r->heads) == 0)
+        problem("id %u (streamed): a piece before the head", id);
+    return 0;
+}
+
+static void on_head(void *context, rq_request *request, const rq_response *head) {
+    struct rec *r = context;
+    (void)request;
+    if (atomic_load(&r->completions) || atomic_load(&r->finalized))
+        problem("id %u (streamed): a head after the completion", (unsigned)(r - recs));
+    if (rq_response_status(head) != 200)
+        problem("id %u (streamed): a head of status %d", (unsigned)(r - recs), rq_response_status(head));
+    atomic_fetch_add(&r->heads, 1);
 }
 
 /* The outcome a kind must end with when it is not cancelled. */
@@ -251,6 +296,22 @@ static void on_complete(void *context, rq_request *request, const rq_response *r
     atomic_fetch_add(&completed_count, 1);
 }
 
+/* A summary completion (a quarter of the K_BYTES requests): its arguments are the response's, it
+ * holds the response retained, and the rest is on_complete's. */
+static void on_summary(void *context, rq_request *request, rq_response *response, rq_outcome outcome, int status,
+                       int http_version, const uint8_t *body, size_t body_size) {
+    struct rec *r = context;
+    size_t size = 0;
+    const uint8_t *own = rq_response_body(response, &size);
+    if (outcome != rq_response_outcome(response) || status != rq_response_status(response) ||
+        http_version != rq_response_http_version(response) || body != own || body_size != size)
+        problem("id %u (summary): arguments %d/%d/%d/%zu, the response's %d/%d/%d/%zu", (unsigned)(r - recs),
+                (int)outcome, status, http_version, body_size, (int)rq_response_outcome(response),
+                rq_response_status(response), rq_response_http_version(response), size);
+    on_complete(context, request, response);
+    rq_response_release(response);
+}
+
 static void on_finalize(void *context) {
     struct rec *r = context;
     unsigned id = (unsigned)(r - recs);
@@ -313,6 +374,7 @@ static rq_request *build(unsigned id, enum kind k, rel_rng *rng) {
     case K_DELAY: snprintf(url, sizeof url, "%s/delay?s=0.02&id=%u", base, id); break;
     case K_REDIRECT: snprintf(url, sizeof url, "%s/redirect/2?id=%u", base, id); break;
     case K_DUPLICATE: snprintf(url, sizeof url, "%s/bytes?n=%u&id=dup%u", base, r->size, id & ~1u); break;
+    case K_STREAMED: snprintf(url, sizeof url, "%s/bytes?n=%u&id=%u", base, r->size, id); break;
     case K_STATUS_5XX: snprintf(url, sizeof url, "%s/status/%u?id=%u", base, 500 + rel_below(rng, 5), id); break;
     case K_RESET: snprintf(url, sizeof url, "%s/reset?id=%u", base, id); break;
     case K_TRUNCATED: snprintf(url, sizeof url, "%s/truncated?n=%u&id=%u", base, 2 + r->size, id); break;
@@ -335,7 +397,10 @@ static rq_request *build(unsigned id, enum kind k, rel_rng *rng) {
     rq_request *request;
     char tag[8];
     CHECK_OK(rq_request_new(url, &request));
-    CHECK_OK(rq_request_set_completion(request, on_complete, r, on_finalize));
+    if (k == K_BYTES && rel_below(rng, 4) == 0)
+        CHECK_OK(rq_request_set_summary_completion(request, on_summary, r, on_finalize));
+    else
+        CHECK_OK(rq_request_set_completion(request, on_complete, r, on_finalize));
     snprintf(tag, sizeof tag, "t%u", id % 64);
     CHECK_OK(rq_request_set_tag(request, tag));
     CHECK_OK(rq_request_set_priority(request, (rq_priority)((int)rel_below(rng, 5) - 2)));
@@ -344,6 +409,10 @@ static rq_request *build(unsigned id, enum kind k, rel_rng *rng) {
     if (k == K_UPLOAD) {
         static const char fill[8192] = {0};
         CHECK_OK(rq_request_set_body(request, fill, r->size));
+    }
+    if (k == K_STREAMED) {
+        CHECK_OK(rq_request_set_body_callback(request, on_piece));
+        CHECK_OK(rq_request_set_head_callback(request, on_head));
     }
     if (k == K_STALL || k == K_STALL_BODY)
         CHECK_OK(rq_request_set_idle_timeout(request, 0.2));

@@ -3,7 +3,8 @@
 in every phase, conflicting Content-Length values, an unasked 101 and Content-Encoding bombs, for
 collected bodies, on_body, stream=True and output files, with Queue and AsyncQueue. Each request:
 exactly one on_complete, the documented outcome, the process alive, and for the bombs the peak
-RSS within a budget.
+RSS within a budget. Then queues left to the garbage collector while the server holds their
+transfers: threads and descriptors back to what they were.
 
     REQUESTQUEUE_LIBRARY=.../librequestqueue.so PYTHONPATH=bindings/python/src \\
         python3 Tests/reliability/hostile_bindings.py [--tmp DIR] [--rss-budget-mib N]
@@ -148,6 +149,77 @@ def cookies(base):
           f"cookie flood: the jar holds {len(names)} cookies (budget 3000), newest kept: {'f64_49' in names}")
 
 
+# Bytes that are not UTF-8 in a reason phrase, header names and values, a charset, a Location, a
+# cookie and a body.
+ODD_BYTES = [
+    b"HTTP/1.1 200 \xff\xfe\x01\r\n: empty\r\n\xff\xfe: \x80\x81\r\nX-A:\xc3\x28\r\n"
+    b"Content-Type: text/plain; charset=\xff\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&x=\xff\xfe\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=no-such-charset\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00a",
+    b"HTTP/1.1 200 OK\r\nSet-Cookie: \xff=\xfe; Path=/\r\nContent-Length: 2\r\n\r\nok",
+]
+
+
+def odd_bytes(base):
+    """Every part of the response reads back as str (the bytes kept, decoded or replaced), no
+    exception: headers, URL, text, cookies."""
+    with rq.Queue() as queue:
+        for reply in ODD_BYTES:
+            response = queue.fetch(base + raw(reply.decode("latin-1")), cookies=True)
+            check(response.outcome == Outcome.OK and response.status == 200, f"{reply[:30]!r}: {response.outcome!r}")
+            pairs = list(response.headers.items())
+            check(all(isinstance(n, str) and isinstance(v, str) for n, v in pairs) and isinstance(response.url, str)
+                  and isinstance(response.text, str), f"{reply[:30]!r}: headers {pairs}, text {response.text!r}")
+        check(len(pairs) == 2 and [c.name for c in queue.cookies()] == ["\ufffd"], f"odd cookie: {queue.cookies()}")
+
+
+# Transfers a hostile server holds open: a bomb and an endless body streamed and never read, a
+# server that never answers, a header line that never ends, an upload never read.
+HELD = ["/case/ce-bomb?coding=zstd&held=1", "/case/endless-error?code=200&held=2",
+        "/case/silent?held=3", "/case/endless-header-line?pace=0.05&held=4", "/case/silent?held=5&upload=1"]
+
+
+def dropped(base):
+    """Queues and requests left to the garbage collector while a hostile server holds their
+    transfers (streams paused with libcurl's buffer full, no answer, endless headers): the binding
+    frees them from its own thread (never from the collector), and the threads and descriptors of
+    the process come back to what they were."""
+    import gc
+    import requestqueue._runtime as runtime
+    import warnings
+
+    def resources():
+        return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+
+    rq.Queue().close()   # the library and the binding's thread are set up
+    gc.collect()
+    runtime._wait_for_reaper()
+    baseline = resources()
+
+    def hold(stream_first):
+        queue = rq.Queue(max_concurrent=0, defaults={"idle_timeout": 0, "low_speed_limit": (0, 0)})
+        requests = []
+        for path in HELD:
+            options = {"stream": True} if "upload" not in path else {"method": "PUT", "body": b"u" * (8 << 20)}
+            requests.append(queue.add(base + path + f"&first={stream_first}", **options))
+        if stream_first:   # one chunk read from each stream, then the iterator dropped
+            for request in requests[:2]:
+                next(iter(request.iter_bytes()))
+        requests[0].me = requests[0]   # a cycle too
+        queue.me = queue
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        for stream_first in (0, 1):
+            hold(stream_first)
+            gc.collect()
+            runtime._wait_for_reaper()
+    after = resources()
+    check(after == baseline, f"queues dropped with held transfers: threads and descriptors {after}, before {baseline}")
+    check(len(runtime._open_queues) == 0 and len(runtime._registry) == 0,
+          f"dropped: {len(runtime._open_queues)} queues open, {len(runtime._registry)} requests registered")
+
+
 async def async_cases(base):
     async with rq.AsyncQueue() as queue:
         for reply, extra, outcome, body in PHASES:
@@ -200,6 +272,8 @@ def main():
         close_phases(runner)
         bombs(runner, budget_kib)
         cookies(base)
+        odd_bytes(base)
+        dropped(base)
         asyncio.run(async_cases(base))
     finally:
         server.stdin.close()

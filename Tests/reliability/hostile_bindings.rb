@@ -3,7 +3,8 @@
 # The hostile server (hostile_server.py) through the Ruby binding: connections closed or reset in
 # every phase, conflicting Content-Length values, an unasked 101 and Content-Encoding bombs, for
 # collected bodies, on_body and output files. Each request: exactly one completion block, the
-# documented outcome, the process alive, and for the bombs the peak RSS within a budget.
+# documented outcome, the process alive, and for the bombs the peak RSS within a budget. Then
+# queues left to the garbage collector while the server holds their transfers.
 #
 #   REQUESTQUEUE_LIBRARY=.../librequestqueue.so ruby -Ibindings/ruby/lib \
 #     Tests/reliability/hostile_bindings.rb [--tmp DIR] [--rss-budget-mib N]
@@ -130,6 +131,53 @@ begin
     check(jar.map(&:name).include?("e2") && (jar.map(&:name) - %w[e1 e2 e3 e5 e6]).empty?, "odd cookies: #{jar.map(&:name)}")
     check(jar.all? { |c| c.expires.is_a?(Integer) && c.expires >= 0 }, "odd cookies: #{jar.inspect}")
   end
+
+  # Bytes that are not UTF-8 in a reason phrase, header names and values, a charset, a Location, a
+  # cookie and a body: every part of the response reads back, no exception.
+  odd_bytes = ["HTTP/1.1 200 \xff\xfe\x01\r\n: empty\r\n\xff\xfe: \x80\x81\r\nX-A:\xc3\x28\r\n" \
+               "Content-Type: text/plain; charset=\xff\r\nContent-Length: 2\r\n\r\nok",
+               "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200&x=\xff\xfe\r\nContent-Length: 0\r\n\r\n",
+               "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=no-such-charset\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00a",
+               "HTTP/1.1 200 OK\r\nSet-Cookie: \xff=\xfe; Path=/\r\nContent-Length: 2\r\n\r\nok"].map(&:b)
+  RequestQueue::Queue.open do |queue|
+    odd_bytes.each do |reply|
+      response = nil
+      queue.add(base + raw(reply), cookies: true) { |r| response = r }
+      queue.run
+      check(response.outcome == :ok && response.status == 200, "#{reply[0, 30].inspect}: #{response.outcome}")
+      pairs = response.headers.to_a
+      check(pairs.flatten.all?(String) && response.url.is_a?(String) && response.text.is_a?(String),
+            "#{reply[0, 30].inspect}: headers #{pairs.inspect}")
+    end
+    check(queue.cookies.map(&:name) == ["\xFF".b], "odd cookie: #{queue.cookies.inspect}")
+  end
+
+  # Queues left to the garbage collector while the server holds their transfers (a bomb and an
+  # endless body streamed, a server that never answers, a header line that never ends, an upload
+  # never read): the gem frees them from its own thread, and the threads and descriptors of the
+  # process come back to what they were.
+  resources = -> { [Dir.children("/proc/self/task").size, Dir.children("/proc/self/fd").size] }
+  held = ["/case/ce-bomb?coding=zstd&held=1", "/case/endless-error?code=200&held=2", "/case/silent?held=3",
+          "/case/endless-header-line?pace=0.05&held=4", "/case/silent?held=5&upload=1"]
+  drop = lambda do
+    Thread.new do # no stack keeps a reference once the thread is gone
+      queue = RequestQueue::Queue.new(max_concurrent: 0, defaults: { idle_timeout: 0, low_speed_limit: [0, 0] })
+      held.each do |path|
+        options = path.include?("upload") ? { method: "PUT", body: "u" * (8 << 20) } : { on_body: ->(_chunk, _offset) {} }
+        queue.add(base + path, **options) { |_response| }
+      end
+      sleep 0.3 # the transfers reach the server; nobody runs the queue: the streams pause
+    end.join
+    3.times { GC.start(full_mark: true, immediate_sweep: true) }
+    RequestQueue::Reaper.wait
+  end
+  drop.call # once first, for the threads made on first use (ffi's callback dispatcher)
+  baseline = resources.call
+  drop.call
+  after = resources.call
+  check(after == baseline && RequestQueue::Queue::OPEN.empty?,
+        "queues dropped with held transfers: threads and descriptors #{after}, before #{baseline}, " \
+        "#{RequestQueue::Queue::OPEN.size} queues open")
 ensure
   server.close_write
   Process.wait(server.pid)

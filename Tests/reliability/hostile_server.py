@@ -18,7 +18,8 @@ SEND_SECONDS seconds, or as soon as the client closes the connection. Query para
 endlessly), in pieces of K bytes (default: whole), so that a test can script any reply at any pace.
 Connection handling, any case: keep=1 keeps the connection open after the reply (the next request
 on it is read and answered as usual: a body longer than its Content-Length reaches the client
-before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a close.
+before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a close;
+close_after=S waits S seconds before the close (or reset), reading nothing.
 /case/ce-bomb?coding=C&size=N sends N zero bytes (default 128 MiB) compressed with C (gzip,
 deflate, br, zstd; br and zstd through the brotli and zstd commands) as Content-Encoding C.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
@@ -89,7 +90,7 @@ def case_endless_trailers(q):
     yield status_and(["Transfer-Encoding: chunked", "Trailer: X-Endless"])
     yield chunked(b"hello") + b"0\r\n"
     line = b"X-Endless: " + b"t" * int(q.get("line", "1000")) + b"\r\n"
-    yield from endless(line * max(1, PIECE // len(line)))
+    yield from endless(line * int(q.get("per", str(max(1, PIECE // len(line))))))
 
 
 def case_endless_chunk_extension(q):
@@ -178,13 +179,15 @@ def case_empty(q):
 
 
 def case_challenge(q):
-    """401 with a body unless the request carries credentials, then a shorter 200."""
+    """401 with a body unless the request carries credentials, then a shorter 200; close=1 says
+    "Connection: close" in the 401 (the answer then goes on a new connection)."""
     if q.get("_auth"):
         body = b"ok"
         yield status_and([f"Content-Length: {len(body)}"]) + body
     else:
         body = b"u" * int(q.get("size", "227"))
-        yield status_and(['WWW-Authenticate: Basic realm="hostile"', f"Content-Length: {len(body)}"],
+        close = ["Connection: close"] if q.get("close") == "1" else []
+        yield status_and(['WWW-Authenticate: Basic realm="hostile"', f"Content-Length: {len(body)}"] + close,
                          "HTTP/1.1 401 Unauthorized") + body
 
 
@@ -292,8 +295,37 @@ def case_upload_reset(q):
     return iter(())
 
 
+def case_long_location(q):
+    """A redirect whose Location is `n` bytes long (a path padded with "a"), to the status case."""
+    target = "/case/status?code=200&pad="
+    location = target + "a" * max(0, int(q.get("n", "90000")) - len(target))
+    yield status_and([f"Location: {location}", "Content-Length: 0"], "HTTP/1.1 302 Found")
+
+
+def case_endless_redirect(q):
+    """A redirect whose body never ends: chunked (chunked=1) or a huge Content-Length."""
+    framing = "Transfer-Encoding: chunked" if q.get("chunked") == "1" else "Content-Length: 999999999999"
+    yield status_and(["Location: /case/status?code=200", framing], f"HTTP/1.1 {q.get('status', '302')} Found")
+    piece = b"r" * PIECE
+    yield from endless(chunked(piece) if q.get("chunked") == "1" else piece)
+
+
+def case_many_lines(q):
+    """`count` tiny header lines ("a:"), then a body of 2 bytes."""
+    yield b"HTTP/1.1 200 OK\r\n" + b"a:\r\n" * int(q.get("count", "9000")) + b"Content-Length: 2\r\n\r\nok"
+
+
+def case_many_interim(q):
+    """`count` 100 Continue responses, then a body of 2 bytes."""
+    yield b"HTTP/1.1 100 Continue\r\n\r\n" * int(q.get("count", "3000")) + status_and(["Content-Length: 2"]) + b"ok"
+
+
 CASES = {
     "raw": case_raw,
+    "long-location": case_long_location,
+    "many-lines": case_many_lines,
+    "endless-redirect": case_endless_redirect,
+    "many-interim": case_many_interim,
     "retry-after": case_retry_after,
     "endless-headers": case_endless_headers,
     "endless-header-line": case_endless_header_line,
@@ -400,6 +432,12 @@ def serve_one(conn, head, rest):
                 break
             if pace > 0:
                 time.sleep(pace)
+        # close_after=S: the connection stays open S seconds before it is closed (a reply that
+        # looked keep-alive, so that the client sends its next request on it in vain).
+        # (No sleep at all otherwise: even sleep(0) lets other threads run first, and the close
+        # that follows a reply must come at once, as clients reuse connections not seen closed.)
+        if "close_after" in query:
+            time.sleep(float(query["close_after"]))
         if query.get("rst") == "1":
             reset(conn)
             return False

@@ -4,7 +4,8 @@
  * For each pair of operations (A, B) among those below, and for each state the shared request
  * can be in when they start (new, waiting in a suspended queue, running, waiting at an
  * authentication challenge, completed with its response retained, sharing the running transfer of
- * an equal request in a coalescing queue), the harness makes a fresh queue (threaded, dispatch or
+ * an equal request in a coalescing queue, waiting for its retry after a lost connection, retrying
+ * without end every millisecond against a server that resets every connection), the harness makes a fresh queue (threaded, dispatch or
  * inline mode, in turn) and request, then lets two worker threads loose at once from a
  * spinning start line, one running A and the other B (both the same call for a pair of a call
  * with itself), on the same queue, request, challenge and response. Afterwards it frees what the
@@ -18,6 +19,11 @@
  *   - exactly one rq_request_free and one rq_queue_free returned RQ_OK (the harness's own, made
  *     after the workers, included), and at most one answer to the challenge was accepted;
  *   - nothing arrives later: at the end, after every queue is gone, every record is re-checked.
+ *
+ * Operations after OP_CORE in the table (duplicates mode, the queue's defaults, the cookie jar, a
+ * setter of the request's configuration) and the "retrying" and "churning" states run in rounds 1, 5, 9, ... only,
+ * so that the default run (4 rounds) meets each of them once and the single round under TSan
+ * keeps its length.
  *
  * A watchdog turns a hang into a failure that names the pair and the state.
  *
@@ -33,9 +39,9 @@
 
 /* ---- the shared handles of one iteration --------------------------------------------------- */
 
-enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COALESCED, S_COUNT };
+enum state { S_NEW, S_WAITING, S_RUNNING, S_CHALLENGED, S_COMPLETED, S_COALESCED, S_RETRYING, S_CHURNING, S_COUNT };
 static const char *const state_names[S_COUNT] = {"new", "waiting", "running", "challenged", "completed",
-                                                 "coalesced"};
+                                                 "coalesced", "retrying", "churning"};
 
 /* The request whose transfer the shared one joins in the "coalesced" state (its handle freed at
  * once by the harness: only its accounting is checked). */
@@ -163,6 +169,32 @@ static int op_rate_limit(struct shared *s, int w) { return rq_queue_set_rate_lim
 static int op_priority(struct shared *s, int w) {
     return rq_request_set_priority(s->request, (w & 1) ? RQ_PRIORITY_HIGH : RQ_PRIORITY_LOW);
 }
+static int op_duplicates(struct shared *s, int w) {
+    return rq_queue_set_duplicates(s->queue, (w & 1) ? RQ_DUPLICATES_ALLOW : RQ_DUPLICATES_COALESCE);
+}
+/* The queue's defaults changed while requests are added and run (the handle is the queue's). */
+static int op_defaults(struct shared *s, int w) {
+    rq_request *defaults;
+    int rc = rq_queue_get_defaults(s->queue, &defaults);
+    if (rc != RQ_OK)
+        return rc;
+    /* (A queue freed by the other thread takes its defaults handle with it: then a freed handle.) */
+    rc = rq_request_set_idle_timeout(defaults, (w & 1) ? 30 : 60);
+    if (rc == RQ_OK)
+        rc = rq_request_set_header(defaults, "X-Race", (w & 1) ? "1" : "2");
+    return rc;
+}
+static int op_cookies(struct shared *s, int w) {
+    char *text;
+    if (w & 1)
+        return rq_queue_cookies_clear(s->queue);
+    int rc = rq_queue_cookies_list(s->queue, &text);
+    if (rc == RQ_OK)
+        rq_string_free(text);
+    return rc;
+}
+/* A setter of the request's configuration: taken while it is new, refused once it was added. */
+static int op_set_header(struct shared *s, int w) { return rq_request_set_header(s->request, "X-Race", (w & 1) ? "a" : "b"); }
 static int op_wait_idle(struct shared *s, int w) { (void)w; return rq_queue_wait_idle(s->queue, 0.01); }
 static int op_dispatch(struct shared *s, int w) { (void)w; return rq_queue_dispatch(s->queue, 0, NULL); }
 static int op_auth_credential(struct shared *s, int w) {
@@ -263,6 +295,13 @@ static const struct op ops[] = {
     {"snapshot", op_snapshot, RC(RQ_OK) | Q_GONE},
     {"read_response", op_read_response, RC(RQ_OK)},
     {"retain_release", op_retain_release, RC(RQ_OK)},
+    /* From here on, with the "retrying" and "churning" states: in every fourth round, from the
+     * second, only. */
+#define OP_CORE 21 /* the operations above */
+    {"set_duplicates", op_duplicates, RC(RQ_OK) | Q_GONE},
+    {"defaults", op_defaults, RC(RQ_OK) | RC(RQ_ERR_QUEUE_CLOSED) | Q_GONE},
+    {"cookies", op_cookies, RC(RQ_OK) | RC(RQ_ERR_QUEUE_CLOSED) | Q_GONE},
+    {"set_header", op_set_header, RC(RQ_OK) | RC(RQ_ERR_REQUEST_FROZEN) | Q_GONE},
 };
 #define OP_COUNT ((int)(sizeof ops / sizeof ops[0]))
 
@@ -353,6 +392,8 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
     case S_RUNNING:
     case S_COALESCED: url = rqt_url(base, "/delay?s=2"); break;
     case S_CHALLENGED: url = rqt_url(base, "/basic-auth/u/p"); break;
+    case S_RETRYING:
+    case S_CHURNING: url = rqt_url(base, "/reset"); break;
     default: url = rqt_url(base, "/bytes?n=64"); break;
     }
     CHECK_OK(rq_request_new(url, &s->request));
@@ -361,6 +402,12 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
     CHECK_OK(rq_request_set_download_progress(s->request, on_progress));
     CHECK_OK(rq_request_set_auth_handler(s->request, on_challenge));
     CHECK_OK(rq_request_set_tag(s->request, "race"));
+    if (state == S_RETRYING || state == S_CHURNING) {
+        /* A lost connection, retried after 60 s (the calls meet it in the delay), or after 1 ms
+         * without end (they meet it in its delay, at its retry timer, or starting an attempt). */
+        CHECK_OK(rq_request_set_retry(s->request, 1));
+        CHECK_OK(rq_request_set_retry_delay(s->request, state == S_RETRYING ? 60 : 0.001));
+    }
     if (state == S_NEW)
         return s;
     if (state == S_WAITING)
@@ -391,6 +438,12 @@ static struct shared *prepare(enum state state, rq_delivery mode) {
         }
         break;
     case S_CHALLENGED: SETTLE(s, atomic_load(&s->challenge) != NULL); break;
+    case S_RETRYING:
+    case S_CHURNING: {
+        rq_queue_stats stats = {.size = sizeof stats};
+        SETTLE(s, rq_queue_get_stats(s->queue, &stats) == RQ_OK && stats.retried >= 1);
+        break;
+    }
     case S_COMPLETED: SETTLE(s, atomic_load(&s->completions) == 1 && atomic_load(&s->finalized) == 1); break;
     default: break;
     }
@@ -484,9 +537,16 @@ int main(int argc, char **argv) {
                     continue;
                 if (skip && (strcmp(ops[a].name, skip) == 0 || strcmp(ops[b].name, skip) == 0))
                     continue;
-                if (round == 0)
+                /* The later operations and state add about half as many iterations again: they
+                 * run in rounds 1, 5, 9... (not in a single round, the TSan run's). */
+                int extended = round % 4 == 1;
+                if (b >= OP_CORE && !extended)
+                    continue;
+                if (round == (b >= OP_CORE))
                     pairs++;
                 for (int st = 0; st < S_COUNT; st++) {
+                    if (st >= S_RETRYING && !extended)
+                        continue;
                     static const char *const mode_names[] = {"threaded", "dispatch", "inline"};
                     rq_delivery mode = (rq_delivery)((round + a + b + st) % 3);
                     snprintf(where, sizeof where, "%s x %s, %s request, %s queue", ops[a].name, ops[b].name,
