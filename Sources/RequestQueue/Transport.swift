@@ -376,10 +376,18 @@ enum Agent {
 /// and never freed: libcurl only reads a list. Indexed by the lines they hold (1: the default
 /// User-Agent, 2: an empty Content-Type, 4: Accept-Encoding; see `setHeaders`); nil where memory
 /// ran out (the transfer then makes its own) or for the empty list.
+/// The User-Agent and Accept-Encoding lines, when both are in, are one entry with the CRLF between
+/// them in it: the same bytes sent, but libcurl formats each entry through its printf and compares
+/// a dozen header names with each (about 1.5k instructions per request less for one entry less).
+/// An empty "Accept-Encoding:" entry, which libcurl does not send, stands for the line in its
+/// lookup: without it libcurl would add its own for CURLOPT_ACCEPT_ENCODING.
 // nonisolated(unsafe): written once by the initializer, only read afterwards (by every engine).
 nonisolated(unsafe) let sharedHeaderLists: [UnsafeMutablePointer<curl_slist>?] = (0..<8).map { index in
     var list: UnsafeMutablePointer<curl_slist>?
-    for (bit, line) in [(1, defaultUserAgentLine), (2, contentTypeOffLine), (4, acceptEncodingHeader)] where index & bit != 0 {
+    let lines = index & 5 == 5
+        ? [(5, acceptEncodingOffLine), (2, contentTypeOffLine), (5, agentAndEncodingLines)]
+        : [(1, defaultUserAgentLine), (2, contentTypeOffLine), (4, acceptEncodingHeader)]
+    for (bits, line) in lines where index & bits == bits {
         guard let longer = line.withUnsafeBufferPointer({ curl_slist_append(list, $0.baseAddress) }) else {
             curl_slist_free_all(list)
             return nil
@@ -407,6 +415,13 @@ let acceptEncodingHeader: CString = {
 /// libcurl would add "Content-Type: application/x-www-form-urlencoded" to a body: this line
 /// removes it (the caller's own header goes instead, if any).
 let contentTypeOffLine: CString = Array("Content-Type:".utf8CString)
+
+/// An empty "Accept-Encoding:" line: libcurl sends no line for it, nor its own Accept-Encoding line.
+let acceptEncodingOffLine: CString = Array("Accept-Encoding:".utf8CString)
+
+/// `defaultUserAgentLine` and `acceptEncodingHeader` as one header-list entry (libcurl ends an
+/// entry with CRLF).
+let agentAndEncodingLines: CString = Array(defaultUserAgentLine.dropLast() + "\r\n".utf8CString.dropLast()) + acceptEncodingHeader
 
 extension Transfer {
     /// Sets the transport options of a freshly reset handle (called by `apply`).
