@@ -232,6 +232,15 @@ static void section_decode(void) {
         lines = header_lines(head, "Accept-Encoding", value, sizeof value);
         CHECK(lines == 1 && strstr(value, "gzip") && strstr(value, "deflate"), "%d Accept-Encoding lines, last \"%s\":\n%s",
               lines, value, head);
+        /* The default lines in their order, last: Accept, User-Agent, Accept-Encoding (libcurl
+         * is given the last two as one entry of the header list). */
+        {
+            const char *accept = strstr(head, "\r\nAccept: */*\r\nUser-Agent: librequestqueue/");
+            const char *agent_end = accept ? strstr(accept + 15, "\r\n") : NULL;
+            CHECK(agent_end && strncmp(agent_end, "\r\nAccept-Encoding: ", 19) == 0 &&
+                      strstr(agent_end + 2, "\r\n") == strstr(head, "\r\n\r\n"),
+                  "the default lines, in order, last:\n%s", head);
+        }
         sent_head(q, "gzip", head, sizeof head);
         lines = header_lines(head, "Accept-Encoding", value, sizeof value);
         CHECK(lines == 1 && strcmp(value, "gzip") == 0, "caller's own: %d Accept-Encoding lines, last \"%s\":\n%s", lines,
