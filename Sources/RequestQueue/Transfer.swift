@@ -32,15 +32,16 @@ final class Transfer {
     /// The options set on the handle besides those of every attempt (URL, headers, body); nil
     /// until the first attempt.
     private var options: Options?
-    /// The URL set on the handle (CURLOPT_URL), nil after a reset. libcurl starts each transfer
-    /// from it, a redirect of the previous one notwithstanding (Curl_pretransfer): an attempt on
-    /// the same URL leaves it set (setting it copies and frees strings, about 500 instructions).
+    /// The URL set on the handle (CURLOPT_URL, or CURLOPT_CURLU: `setParsedURL`), nil after a
+    /// reset. libcurl starts each transfer from it, a redirect of the previous one notwithstanding
+    /// (Curl_pretransfer): an attempt on the same URL leaves it set (setting it copies and frees
+    /// strings, about 500 instructions).
     private var urlSet: String?
     /// Whether libcurl's effective URL of an attempt on `urlSet` that followed no redirect was
     /// found to be that URL itself (libcurl normalizes a URL when it parses it, the same way each
     /// time): `response` then does not ask again for such an attempt.
     private var urlSetIsEffective = false
-    /// The parsed URL set on the handle (CURLOPT_CURLU, see `setURL`), owned by the transfer.
+    /// `urlSet` parsed, when it is set as CURLOPT_CURLU (`setParsedURL`); owned by the transfer.
     private var urlHandle: OpaquePointer?
     /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
     private var postFieldsSet = false
@@ -403,6 +404,8 @@ final class Transfer {
         if !Transfer.sameBytes(urlSet, r.url.string) {
             urlSet = setURL(r.url.string) ? r.url.string : nil
             urlSetIsEffective = false
+        } else if urlHandle == nil {
+            setParsedURL(r.url.string)
         }
         configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport.resolve)
@@ -414,29 +417,34 @@ final class Transfer {
         }
     }
 
-    /// Sets the URL of the handle's attempts as libcurl's parsed URL handle (CURLOPT_CURLU), made
-    /// here and kept with the handle (`urlHandle`) while its attempts are for that URL. With
-    /// CURLOPT_URL, libcurl parses the URL again for every transfer (curl_url_set, then the
-    /// normalized URL read back: about 12,000 instructions); with CURLOPT_CURLU it copies the
-    /// parsed handle (curl_url_dup), and makes the URL string once (CURLOPT_URL unset: libcurl
-    /// makes it from the handle when a transfer starts without one, also after a redirect). A
-    /// redirect is parsed as before. False when the URL could not be set.
+    /// Sets the URL of the handle's attempts (a new one: CURLOPT_URL, which libcurl parses for each
+    /// transfer). False when it could not be set.
     private func setURL(_ url: String) -> Bool {
-        if let handle = curl_url() {
-            if url.withCString({ curl_url_set(handle, CURLUPART_URL, $0, ccurl_url_set_flags) }) == CURLUE_OK {
-                _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(handle))
-                _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, nil)
-                curl_url_cleanup(urlHandle)
-                urlHandle = handle
-                return true
-            }
-            curl_url_cleanup(handle)
+        if urlHandle != nil {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, nil)
+            curl_url_cleanup(urlHandle)
+            urlHandle = nil
         }
-        // Else as a string, which libcurl parses for each transfer (and refuses as it would).
-        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, nil)
-        curl_url_cleanup(urlHandle)
-        urlHandle = nil
         return url.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) } == CURLE_OK
+    }
+
+    /// The handle's URL again: from now on given as libcurl's parsed URL handle (CURLOPT_CURLU),
+    /// made here and kept (`urlHandle`) while the handle's attempts are for that URL. With
+    /// CURLOPT_URL, libcurl parses the URL for every transfer and reads the normalized URL back
+    /// (about 12,000 instructions); with CURLOPT_CURLU it copies the parsed handle, and makes the
+    /// URL string from it once (CURLOPT_URL unset: libcurl makes it when a transfer starts without
+    /// one, also after a redirect, whose own URL it parses as before). Only for a URL that comes
+    /// again: for one used once, parsing it here as well would cost more. Memory running out
+    /// leaves CURLOPT_URL.
+    private func setParsedURL(_ url: String) {
+        guard let handle = curl_url() else { return }
+        guard url.withCString({ curl_url_set(handle, CURLUPART_URL, $0, ccurl_url_set_flags) }) == CURLUE_OK else {
+            curl_url_cleanup(handle)
+            return
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(handle))
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, nil)
+        urlHandle = handle
     }
 
     /// Whether `a` holds the bytes of `b`: memcmp on the strings' storage (`==` on two strings
