@@ -32,14 +32,17 @@ final class Transfer {
     /// The options set on the handle besides those of every attempt (URL, headers, body); nil
     /// until the first attempt.
     private var options: Options?
-    /// The URL set on the handle (CURLOPT_URL), nil after a reset. libcurl starts each transfer
-    /// from it, a redirect of the previous one notwithstanding (Curl_pretransfer): an attempt on
-    /// the same URL leaves it set (setting it copies and frees strings, about 500 instructions).
+    /// The URL set on the handle (CURLOPT_URL, or CURLOPT_CURLU: `setParsedURL`), nil after a
+    /// reset. libcurl starts each transfer from it, a redirect of the previous one notwithstanding
+    /// (Curl_pretransfer): an attempt on the same URL leaves it set (setting it copies and frees
+    /// strings, about 500 instructions).
     private var urlSet: String?
     /// Whether libcurl's effective URL of an attempt on `urlSet` that followed no redirect was
     /// found to be that URL itself (libcurl normalizes a URL when it parses it, the same way each
     /// time): `response` then does not ask again for such an attempt.
     private var urlSetIsEffective = false
+    /// `urlSet` parsed, when it is set as CURLOPT_CURLU (`setParsedURL`); owned by the transfer.
+    private var urlHandle: OpaquePointer?
     /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
     private var postFieldsSet = false
     private var outOfMemory = false
@@ -224,6 +227,7 @@ final class Transfer {
 
     deinit {
         curl_easy_cleanup(easy)
+        curl_url_cleanup(urlHandle)
         errorBuffer.deallocate()
         curl_slist_free_all(ownHeaderList.list)
         curl_slist_free_all(resolveOverrides)
@@ -398,9 +402,10 @@ final class Transfer {
             options = wanted
         }
         if !Transfer.sameBytes(urlSet, r.url.string) {
-            let set = r.url.string.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) }
-            urlSet = set == CURLE_OK ? r.url.string : nil
+            urlSet = setURL(r.url.string) ? r.url.string : nil
             urlSetIsEffective = false
+        } else if urlHandle == nil {
+            setParsedURL(r.url.string)
         }
         configureRoute(r, wanted)
         resolveOverrides = resolveList(wanted.transport.resolve)
@@ -410,6 +415,36 @@ final class Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
             postFieldsSet = true
         }
+    }
+
+    /// Sets the URL of the handle's attempts (a new one: CURLOPT_URL, which libcurl parses for each
+    /// transfer). False when it could not be set.
+    private func setURL(_ url: String) -> Bool {
+        if urlHandle != nil {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, nil)
+            curl_url_cleanup(urlHandle)
+            urlHandle = nil
+        }
+        return url.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) } == CURLE_OK
+    }
+
+    /// The handle's URL again: from now on given as libcurl's parsed URL handle (CURLOPT_CURLU),
+    /// made here and kept (`urlHandle`) while the handle's attempts are for that URL. With
+    /// CURLOPT_URL, libcurl parses the URL for every transfer and reads the normalized URL back
+    /// (about 12,000 instructions); with CURLOPT_CURLU it copies the parsed handle, and makes the
+    /// URL string from it once (CURLOPT_URL unset: libcurl makes it when a transfer starts without
+    /// one, also after a redirect, whose own URL it parses as before). Only for a URL that comes
+    /// again: for one used once, parsing it here as well would cost more. Memory running out
+    /// leaves CURLOPT_URL.
+    private func setParsedURL(_ url: String) {
+        guard let handle = curl_url() else { return }
+        guard url.withCString({ curl_url_set(handle, CURLUPART_URL, $0, ccurl_url_set_flags) }) == CURLUE_OK else {
+            curl_url_cleanup(handle)
+            return
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(handle))
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, nil)
+        urlHandle = handle
     }
 
     /// Whether `a` holds the bytes of `b`: memcmp on the strings' storage (`==` on two strings

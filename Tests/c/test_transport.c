@@ -232,6 +232,15 @@ static void section_decode(void) {
         lines = header_lines(head, "Accept-Encoding", value, sizeof value);
         CHECK(lines == 1 && strstr(value, "gzip") && strstr(value, "deflate"), "%d Accept-Encoding lines, last \"%s\":\n%s",
               lines, value, head);
+        /* The default lines in their order, last: Accept, User-Agent, Accept-Encoding (libcurl
+         * is given the last two as one entry of the header list). */
+        {
+            const char *accept = strstr(head, "\r\nAccept: */*\r\nUser-Agent: librequestqueue/");
+            const char *agent_end = accept ? strstr(accept + 15, "\r\n") : NULL;
+            CHECK(agent_end && strncmp(agent_end, "\r\nAccept-Encoding: ", 19) == 0 &&
+                      strstr(agent_end + 2, "\r\n") == strstr(head, "\r\n\r\n"),
+                  "the default lines, in order, last:\n%s", head);
+        }
         sent_head(q, "gzip", head, sizeof head);
         lines = header_lines(head, "Accept-Encoding", value, sizeof value);
         CHECK(lines == 1 && strcmp(value, "gzip") == 0, "caller's own: %d Accept-Encoding lines, last \"%s\":\n%s", lines,
@@ -534,6 +543,26 @@ static void section_proxy(void) {
     }
     CHECK_OK(rq_queue_free(q));
     unsetenv("http_proxy");
+
+    /* An https proxy from the environment after a direct request on the same handle, the proxy's
+     * CA file from the queue's defaults: the handle's proxy CA files, unset while no proxy could
+     * carry its attempts, are set again (else the proxy is not trusted). */
+    q = new_queue();
+    {
+        rq_request *defaults;
+        CHECK_OK(rq_queue_get_defaults(q, &defaults));
+        CHECK_OK(rq_request_set_option_string(defaults, RQ_OPTION_PROXY_CA_FILE, env("RQ_TX_CA")));
+    }
+    res = run(q, req(base, "/via"));
+    CHECK(strcmp((char *)res.body, "via=") == 0, "direct before the environment's proxy: \"%s\"", (char *)res.body);
+    result_free(&res);
+    setenv("http_proxy", env("RQ_TX_HTTPS_PROXY"), 1);
+    res = run(q, req(base, "/via"));
+    CHECK(strstr((char *)res.body, "rqtestproxy") != NULL, "https proxy from http_proxy after a direct request: outcome %d \"%s\" (%s)",
+          res.outcome, (char *)res.body, res.message);
+    result_free(&res);
+    unsetenv("http_proxy");
+    CHECK_OK(rq_queue_free(q));
 }
 
 static void section_tls(void) {
