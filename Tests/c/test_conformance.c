@@ -1137,6 +1137,12 @@ static void after_every_exit_handler(void) {
 }
 
 static void t_exit_with_requests_in_flight(void) {
+#ifdef RQT_TSAN
+    /* ThreadSanitizer cannot run threads in a forked child (and its lock checker gives up on the
+     * fork handler's stripes): the release and ASan runs check this. */
+    printf("exit_with_requests_in_flight: skipped under ThreadSanitizer (no threads in a forked child)\n");
+    return;
+#endif
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
