@@ -309,6 +309,9 @@ extension Queue {
     }
 
     /// Reads the descriptor (0 when it holds no write) and counts the writes the read took.
+    /// The count read is the kernel's, but the host holds the descriptor and may write to it too:
+    /// the counts wrap (`&+`, `&-`, as `eventFDWrites` does) and are only compared for equality, so
+    /// a value of the host's cannot trap; it only sends later resets to the locked read.
     private func takeEventFDWrites() {
         var value: UInt64 = 0
         guard read(eventFD, &value, 8) == 8 else { return }
