@@ -10,7 +10,8 @@
  * lengths, smuggling on kept connections, forbidden header bytes, 101, closes and resets in every
  * phase x delivery mode x body sink, uploads, slowloris against every limit, redirects and
  * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
- * authentication challenges. RQ_HOSTILE_ONLY=part,part runs only those parts.
+ * authentication challenges. RQ_HOSTILE_ONLY=part,part runs only those parts, RQ_HOSTILE_SKIP=part,part
+ * all but those; each part prints its seconds.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
  */
@@ -1395,11 +1396,13 @@ int main(int argc, char **argv) {
     rq_queue *queue;
     CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &queue));
     double started = rqt_now();
-    const char *only = getenv("RQ_HOSTILE_ONLY");
+    const char *only = getenv("RQ_HOSTILE_ONLY"), *skip = getenv("RQ_HOSTILE_SKIP");
 #define PART(name, call)                                                                           \
-    if (!only || strstr(only, name)) {                                                             \
+    if ((!only || strstr(only, name)) && !(skip && strstr(skip, name))) {                          \
         printf("%s\n", name);                                                                      \
+        double part_started = rqt_now();                                                           \
         call;                                                                                      \
+        printf("%s: %.1f s\n", name, rqt_now() - part_started);                                    \
     }
     PART("retry-after", retry_after_values(queue));
     PART("not-http", not_http(queue));
