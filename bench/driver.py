@@ -695,6 +695,10 @@ BODY_COST_CLIENTS = (("c-curl", "discarded", []), ("c-rq-threaded", "streamed", 
                      ("c-rq-threaded", "whole", []),
                      ("c-rq-dispatch", "whole", []), ("c-rq-threaded", "file", ["file"]),
                      ("c-rq-dispatch", "file", ["file"]))
+# The smoke run's subsets (--quick): each delivery mode, both client shapes and each body sink once.
+QUICK_BODY_COST_CLIENTS = (("c-curl", "discarded"), ("c-rq-threaded", "streamed"), ("c-rq-inline", "streamed"),
+                           ("c-rq-dispatch", "file"))
+QUICK_COST_CLIENTS = ("c-curl", "c-rq-threaded", "c-rq-dispatch-refill", "c-rq-inline")
 
 
 def run_body_costs(args, build, nginx, tmp, results):
@@ -706,6 +710,8 @@ def run_body_costs(args, build, nginx, tmp, results):
     url = nginx.url("large")
     for key, body, extra in BODY_COST_CLIENTS:
         if key != REFERENCE and args.only and key not in args.only.split(","):
+            continue
+        if args.quick and (key, body) not in QUICK_BODY_COST_CLIENTS:
             continue
         if extra == ["file"]:
             extra = ["file", os.path.join(tmp, "body-cost.bin")]
@@ -750,8 +756,8 @@ def run_upload_costs(args, clients, nginx, tmp, results):
         for client in clients:
             if client.key not in UPLOAD_COST_CLIENTS or client.skip_reason:
                 continue
-            if args.quick and client.key not in (REFERENCE, "c-rq-threaded", BORROWED):
-                continue  # (the smoke run: one delivery mode, each body setter)
+            if args.quick and client.key not in (REFERENCE, "c-rq-threaded"):
+                continue  # (the smoke run: one delivery mode, one body setter)
             argv = lambda n: client.argv(kind, nginx.upload_url(), n, k)  # noqa: E731
             cost = {}
             try:
@@ -826,6 +832,8 @@ def run_costs(args, clients, nginx, tmp, results):
     for k in args.cost_k:
         for client in clients + [with_headers]:
             if client.key not in COST_CLIENTS + (REFERENCE_WITH_HEADERS,) or client.skip_reason:
+                continue
+            if args.quick and client.key not in QUICK_COST_CLIENTS:
                 continue
             key = (client.key, f"cost-{k}")
             argv = lambda n: client.argv("small", nginx.url("small"), n, k)  # noqa: E731
