@@ -104,6 +104,13 @@ final class Fixture: Sendable {
 }
 
 /// A unique group name per test, so that tests running in parallel can share the fixture.
+/// Seconds on the clock the fixture server logs with (Python's time.monotonic: CLOCK_MONOTONIC).
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
 func uniqueGroup(_ name: String = #function) -> String {
     let cleaned = name.filter { $0.isLetter || $0.isNumber }
     return "\(cleaned)-\(UUID().uuidString.prefix(8))"
