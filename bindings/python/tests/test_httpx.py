@@ -140,6 +140,17 @@ def test_timeouts_map_to_httpx(server, uid):
     assert len(server.requests(id=uid)) == 1
 
 
+@pytest.mark.parametrize("method,content", [("GET", None), ("POST", b"payload")])
+def test_a_read_timeout_shorter_than_the_write_timeout_is_honoured(server, uid, method, content):
+    # httpx.Timeout(10.0, read=0.5): the server must start answering within 0.5 s. It closes after
+    # 3 s without a byte: a ReadTimeout, not the "empty reply" seen when the write timeout (10 s)
+    # was the limit.
+    with httpx.Client(transport=rqx.HTTPTransport(), timeout=httpx.Timeout(10.0, read=0.5)) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            client.request(method, server.url(f"/stall?s=3&id={uid}"), content=content)
+    assert len(server.requests(id=uid)) == 1
+
+
 def test_connection_errors_map_to_httpx(server):
     port = server.closed_port()
     with httpx.Client(transport=rqx.HTTPTransport()) as client:

@@ -18,10 +18,11 @@ What maps to what:
 * httpx does what it does with every transport: redirects (the queue's requests follow none),
   authentication, cookies, content decoding (``Accept-Encoding`` is sent as httpx sets it and the
   body comes back as the server sent it), ``raise_for_status``.
-* Timeouts (``httpx.Timeout``): ``connect`` is the request's connect timeout; ``read`` and
-  ``write`` become its idle timeout (the longer of the two: the attempt fails when no byte is
-  received or sent for that long); ``None`` disables them. ``pool`` has no counterpart: the time a
-  request waits in the queue for a free slot is not limited.
+* Timeouts (``httpx.Timeout``): ``connect`` is the request's connect timeout; ``read`` is its
+  response-header timeout (the response must begin within ``read`` of the request being sent) and
+  its idle timeout (the attempt fails when no byte is received or sent for that long), or for a
+  request with a body the longer of ``read`` and ``write``; ``None`` disables them. ``pool`` has no
+  counterpart: the time a request waits in the queue for a free slot is not limited.
 * Errors are httpx's: ``ConnectError`` (refused, unknown host, TLS), ``ConnectTimeout``,
   ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection lost), ``RemoteProtocolError``
   (malformed response), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
@@ -148,12 +149,14 @@ class _Base:
         header_list = [(name, (b"; " if key == "cookie" else b", ").join(values))
                        for key, (name, values) in headers.items()]
         timeouts = request.extensions.get("timeout", {})
-        idle = [t for t in (timeouts.get("read"), timeouts.get("write")) if t is not None]
-        connect = timeouts.get("connect")
+        read, connect = timeouts.get("read"), timeouts.get("connect")
+        # Without a body there is nothing to write: the read timeout alone is the idle limit.
+        idle = [t for t in (read, timeouts.get("write") if body else None) if t is not None]
         try:
             return Request(str(request.url), request.method, headers=header_list, body=body or None,
                            connect_timeout=0 if connect is None else connect,
                            idle_timeout=max(idle) if idle else 0,
+                           header_timeout=0 if read is None else read,
                            max_redirects=0, stream=True, **options)
         except UnsupportedSchemeError as exc:
             raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
