@@ -1211,9 +1211,10 @@ RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn
  * server sends".) */
 
 /** The head of a response: `head` has the status, headers and effective URL of the response, as
- *  `rq_response_status`, `rq_response_header*` and `rq_response_url` read them, and an empty body
- *  (its outcome is RQ_OUTCOME_OK, or RQ_OUTCOME_HTTP_STATUS for a status of 400 or more, as the
- *  completion would say; its metrics are all "does not apply"). It is borrowed for the call;
+ *  `rq_response_status`, `rq_response_header*` and `rq_response_url` read them, its HTTP version
+ *  (`rq_response_http_version`), and an empty body (its outcome is RQ_OUTCOME_OK, or
+ *  RQ_OUTCOME_HTTP_STATUS for a status of 400 or more, as the completion would say; its other
+ *  metrics are all "does not apply"). It is borrowed for the call;
  *  `rq_response_retain` keeps it, as it does a completion's response. */
 typedef void (*rq_head_fn)(void *context, rq_request *request, const rq_response *head);
 

@@ -151,6 +151,17 @@ def test_a_read_timeout_shorter_than_the_write_timeout_is_honoured(server, uid, 
     assert len(server.requests(id=uid)) == 1
 
 
+@pytest.mark.parametrize("status", [200, 404])
+def test_http_version_is_the_servers(server, status):
+    # An HTTP/1.0 server: httpx's own transport says "HTTP/1.0" (a 2xx is returned at its head,
+    # another status with its whole body: both ways).
+    reply = f"HTTP/1.0 {status} X\r\nContent-Length: 2\r\n\r\nhi".encode()
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        response = client.get(server.raw_url(reply))
+        assert (response.status_code, response.http_version, response.content) == (status, "HTTP/1.0", b"hi")
+        assert client.get(server.url("/bytes?n=3")).http_version == "HTTP/1.1"
+
+
 def test_connection_errors_map_to_httpx(server):
     port = server.closed_port()
     with httpx.Client(transport=rqx.HTTPTransport()) as client:

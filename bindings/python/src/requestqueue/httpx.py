@@ -171,7 +171,7 @@ class _Base:
         if head is None or not 200 <= head.status < 300:
             return None
         return httpx.Response(head.status, headers=head.headers.raw, stream=stream, request=request,
-                              extensions={"http_version": b"HTTP/1.1"})
+                              extensions={"http_version": _http_version(head)})
 
     @staticmethod
     def _response(request: httpx.Request, rq_request: Request, body: bytes) -> httpx.Response:
@@ -181,8 +181,16 @@ class _Base:
         if error is None or isinstance(error, HTTPStatusError):
             return httpx.Response(response.status, headers=response.headers.raw,
                                   stream=httpx.ByteStream(response.body), request=request,
-                                  extensions={"http_version": b"HTTP/1.1"})
+                                  extensions={"http_version": _http_version(response)})
         raise _httpx_error(request, response, body) from error
+
+
+# The library's HTTP versions (rq_response_http_version) as httpx names them.
+_HTTP_VERSIONS = {10: b"HTTP/1.0", 11: b"HTTP/1.1", 20: b"HTTP/2", 30: b"HTTP/3"}
+
+
+def _http_version(response: Response) -> bytes:
+    return _HTTP_VERSIONS.get(response.http_version, b"HTTP/1.1")
 
 
 def _read_error(request: httpx.Request, rq_request: Request, body: bytes, error: Exception) -> Exception:
