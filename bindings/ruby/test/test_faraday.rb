@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "base64"
 require "tmpdir"
 
 begin
@@ -84,6 +85,19 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal [[200, "20000", 100]], seen
       assert_equal 200, response.status
       assert_equal "", response.body
+    end
+
+    def test_content_encoding_and_length_are_dropped_only_from_a_decoded_body
+      conn = connection
+      decoded = conn.get("/encoded?coding=gzip&s=hello")
+      assert_equal ["hello", nil, nil], [decoded.body, decoded.headers["content-encoding"], decoded.headers["content-length"]]
+      # Nothing was decoded: a HEAD and a 304 keep them, as with Faraday's net_http adapter.
+      head = conn.head("/encoded?coding=gzip&s=hello")
+      assert_equal ["", "gzip", "25"], [head.body, head.headers["content-encoding"], head.headers["content-length"]]
+      reply = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\nContent-Length: 25\r\n\r\n"
+      not_modified = conn.get("/raw?b64=#{Base64.urlsafe_encode64(reply, padding: false)}")
+      assert_equal [304, "gzip", "25"], [not_modified.status, not_modified.headers["content-encoding"],
+                                         not_modified.headers["content-length"]]
     end
 
     def test_status_errors_with_raise_error_middleware

@@ -17,7 +17,8 @@ module RequestQueue
   # rate_limit: [starts, interval] or {starts:, per:, per_host:}) and request options applied to
   # every request (retry:, priority:, tag:, max_response_size:, ca_file: and the transport options
   # of Request: user_agent:, proxy:, client_cert:, resolve:, http_version:, cookies:, ...). Bodies
-  # are decoded (gzip, deflate, br, zstd) and lose their Content-Encoding. The queue allows
+  # are decoded (gzip, deflate, br, zstd) and lose their Content-Encoding and Content-Length (a
+  # HEAD, 204 or 304 keeps them: nothing was decoded). The queue allows
   # duplicates: every request is sent.
   #
   # The requests of one connection share its adapter's queue, so its limits hold across threads
@@ -205,6 +206,13 @@ module RequestQueue
       raise ::Faraday::ConnectionFailed, e
     end
 
+    # Whether libcurl decoded the body of `response` (a HEAD, 204 or 304 has none: its
+    # Content-Encoding and Content-Length stay, as net_http leaves them).
+    def decoded?(env, response)
+      env[:method] != :head && ![204, 304].include?(response.status) &&
+        DECODED.include?(response["content-encoding"].to_s.strip.downcase)
+    end
+
     # Faraday 2 passes the env as a third argument to an on_data that takes it.
     def deliver(on_data, chunk, size, env)
       on_data.arity == 2 ? on_data.call(chunk, size) : on_data.call(chunk, size, env)
@@ -221,7 +229,7 @@ module RequestQueue
           body = +""
         end
         headers = response.headers.to_h
-        if DECODED.include?(response["content-encoding"].to_s.strip.downcase)
+        if decoded?(env, response)
           headers = headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
         end
         save_response(env, response.status, body, headers)
