@@ -119,6 +119,20 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_raises(Faraday::ConnectionFailed) { connection.get("/reset") }
     end
 
+    def test_a_read_timeout_shorter_than_the_write_timeout_is_honoured
+      # The server closes after 3 s without a byte: read_timeout 0.5 s must end the wait first.
+      [[:get, nil], [:post, "payload"]].each do |method, body|
+        id = "fread-#{method}"
+        assert_raises(Faraday::TimeoutError) do
+          connection.run_request(method, "/stall?s=3&id=#{id}", body, {}) do |req|
+            req.options.read_timeout = 0.5
+            req.options.write_timeout = 10
+          end
+        end
+        assert_equal 1, logged(id).size
+      end
+    end
+
     # An HTTPS instance of the fixture server with a self-signed certificate made by openssl.
     def with_https_server
       Dir.mktmpdir do |dir|

@@ -25,8 +25,10 @@ module RequestQueue
   # and fibers that use the connection at once (each call waits for its own request, dispatching
   # the queue meanwhile); an `in_parallel` block runs on a queue of its own with the same options.
   #
-  # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
-  # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
+  # Mapped from Faraday: request.timeout (what the three below do not set), open_timeout (connect),
+  # read_timeout (the response-header limit, and the idle limit of a request without a body: no
+  # byte received or sent for that long) and write_timeout (with a body, the idle limit is the
+  # longer of the two),
   # ssl.ca_file, ssl.verify = false (unsafe_no_tls_verify: certificates are not checked), proxy
   # (uri, user, password; Faraday fills it from http_proxy & co), on_data (streaming: the 2xx body
   # piece by piece as it arrives; another body in one piece at the end; env.status and
@@ -180,14 +182,17 @@ module RequestQueue
         uri.password = URI.encode_www_form_component(proxy[:password]) if proxy[:password]
         options[:proxy] = uri.to_s
       end
-      open = req[:open_timeout] || req[:timeout]
-      idle = [req[:read_timeout], req[:write_timeout]].compact.max || req[:timeout]
-      options[:connect_timeout] = open if open
-      options[:idle_timeout] = idle if idle
       headers = env[:request_headers].reject { |name, _| SKIPPED_HEADERS.include?(name.to_s.downcase) }
       body = env[:body]
       body = body.read if body.respond_to?(:read) # Faraday::CompositeReadIO (multipart), IO
       body = nil if body.is_a?(String) && body.empty? && !%i[post put patch].include?(env[:method])
+      open, read, write = req.values_at(:open_timeout, :read_timeout, :write_timeout).map { |t| t || req[:timeout] }
+      # The response must begin within the read timeout; without a body to write, it is the idle
+      # limit too.
+      idle = body.to_s.empty? ? read : [read, write].compact.max
+      options[:connect_timeout] = open if open
+      options[:idle_timeout] = idle if idle
+      options[:header_timeout] = read if read
       request = Request.new(env[:url].to_s, method: env[:method], headers: headers, body: body,
                                             max_redirects: 0, **options)
       on_data = req[:on_data]
