@@ -2,6 +2,8 @@
 
 require_relative "test_helper"
 require "base64"
+require "fileutils"
+require "openssl"
 require "tmpdir"
 
 begin
@@ -163,6 +165,27 @@ if defined?(RequestQueue::FaradayAdapter)
         assert_raises(Faraday::SSLError) { untrusted.get("/bytes?n=5") }
         unverified = Faraday.new(url: base, ssl: { verify: false }) { |f| f.adapter :requestqueue }
         assert_equal pattern(5), unverified.get("/bytes?n=5").body # unsafe: no certificate check
+      end
+    end
+
+    def test_ssl_ca_path_and_client_certificate_objects
+      with_https_server do |base, cert|
+        Dir.mktmpdir do |cas|
+          FileUtils.cp(cert, File.join(cas, "fixture.pem"))
+          skip "openssl rehash is needed for a CA folder" unless system("openssl", "rehash", cas, err: File::NULL)
+          trusted = Faraday.new(url: base, ssl: { ca_path: cas }) { |f| f.adapter :requestqueue }
+          assert_equal pattern(5), trusted.get("/bytes?n=5").body
+        end
+        at_least = Faraday.new(url: base, ssl: { ca_file: cert, min_version: :TLS1_2 }) { |f| f.adapter :requestqueue }
+        assert_equal pattern(5), at_least.get("/bytes?n=5").body
+        bogus = Faraday.new(url: base, ssl: { ca_file: cert, min_version: :SSL3 }) { |f| f.adapter :requestqueue }
+        assert_raises(ArgumentError) { bogus.get("/bytes?n=5") }
+        # A certificate object cannot be given to libcurl: refused, not silently left out.
+        key = OpenSSL::PKey::RSA.new(2048)
+        object = Faraday.new(url: base, ssl: { ca_file: cert, client_cert: OpenSSL::X509::Certificate.new(File.read(cert)),
+                                               client_key: key }) { |f| f.adapter :requestqueue }
+        error = assert_raises(ArgumentError) { object.get("/bytes?n=5") }
+        assert_match(/client_cert:/, error.message)
       end
     end
 

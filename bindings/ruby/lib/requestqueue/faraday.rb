@@ -29,7 +29,9 @@ module RequestQueue
   # read_timeout (the response-header limit, and the idle limit of a request without a body: no
   # byte received or sent for that long) and write_timeout (with a body, the idle limit is the
   # longer of the two),
-  # ssl.ca_file, ssl.verify = false (unsafe_no_tls_verify: certificates are not checked), proxy
+  # ssl.ca_file, ssl.ca_path (ca_dir), ssl.min_version (:TLS1_2 or "TLSv1_2": tls_min_version),
+  # ssl.verify = false (unsafe_no_tls_verify: certificates are not checked; ssl.client_cert and
+  # client_key objects are refused: give the adapter client_cert:/client_key: files), proxy
   # (uri, user, password; Faraday fills it from http_proxy & co), on_data (streaming: the 2xx body
   # piece by piece as it arrives; another body in one piece at the end; env.status and
   # env.response_headers are set from the response's head, before the first piece, for an on_data
@@ -173,8 +175,7 @@ module RequestQueue
       req = env[:request] || {}
       ssl = env[:ssl]
       options = @request_options.dup
-      options[:ca_file] = ssl[:ca_file] if ssl && ssl[:ca_file]
-      options[:unsafe_no_tls_verify] = true if ssl && ssl[:verify] == false
+      ssl_options(ssl, options) if ssl
       proxy = req[:proxy]
       if proxy && proxy[:uri] && !options.key?(:proxy)
         uri = URI(proxy[:uri].to_s)
@@ -216,6 +217,30 @@ module RequestQueue
     def decoded?(env, response)
       env[:method] != :head && ![204, 304].include?(response.status) &&
         DECODED.include?(response["content-encoding"].to_s.strip.downcase)
+    end
+
+    # Faraday's names of TLS versions (ssl.min_version: :TLS1_2, "TLSv1_2") as the library's.
+    FARADAY_TLS_VERSIONS = { "TLS1" => "1.0", "TLS1_1" => "1.1", "TLS1_2" => "1.2", "TLS1_3" => "1.3" }.freeze
+
+    # Faraday's ssl options as request options. Certificate and key objects cannot be handed to
+    # libcurl: refused rather than left out (the server would refuse the connection instead).
+    def ssl_options(ssl, options)
+      options[:ca_file] = ssl[:ca_file] if ssl[:ca_file]
+      options[:ca_dir] = ssl[:ca_path] if ssl[:ca_path]
+      options[:unsafe_no_tls_verify] = true if ssl[:verify] == false
+      if ssl[:min_version]
+        options[:tls_min_version] = FARADAY_TLS_VERSIONS.fetch(ssl[:min_version].to_s.upcase.delete("V")) do
+          raise ArgumentError, "requestqueue adapter: ssl.min_version #{ssl[:min_version].inspect} is not one of " \
+                               "#{FARADAY_TLS_VERSIONS.keys.map(&:to_sym).map(&:inspect).join(", ")}"
+        end
+      end
+      %i[client_cert client_key].each do |name|
+        next unless ssl[name]
+
+        raise ArgumentError, "requestqueue adapter: ssl.#{name} (an OpenSSL object) cannot be used; give the " \
+                             "adapter the files instead: f.adapter :requestqueue, client_cert: \"cert.pem\", " \
+                             "client_key: \"key.pem\" (key_password: if it is encrypted)"
+      end
     end
 
     # Faraday 2 passes the env as a third argument to an on_data that takes it.
