@@ -40,6 +40,8 @@ What maps to what:
   the body is read (``ReadError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
   error, a 3xx) is read whole before the response is returned, up to 1 MiB (the rest is cut; see
   the library's "What a server sends").
+* ``response.reason_phrase`` is httpx's standard phrase for the status: the library does not keep
+  the server's (RFC 9112 says a client should ignore it).
 * The transport's queue allows duplicates (every request is sent, as httpx users expect). A queue
   given with ``queue=`` must have ``duplicates="allow"``; it is not closed with the transport.
 

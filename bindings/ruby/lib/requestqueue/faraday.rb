@@ -36,6 +36,7 @@ module RequestQueue
   # piece by piece as it arrives; another body in one piece at the end; env.status and
   # env.response_headers are set from the response's head, before the first piece, for an on_data
   # that takes the env as its third argument, as Faraday 2 passes it).
+  # The reason phrase is not kept by the library: env.reason_phrase is nil.
   # Faraday's middleware follows redirects if you add it (the adapter follows none). Errors are
   # Faraday's: ConnectionFailed (refused, unknown host, connection lost, cancelled),
   # TimeoutError, SSLError. Request bodies are sent as one buffer (an IO is read whole first).
