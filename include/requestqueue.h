@@ -239,7 +239,8 @@
  * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
  *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
- *   (not 1 to 18 digits), two different Content-Length values in one response (the end of the
+ *   (not 1 to 18 digits; a list of equal values, "5, 5", is that value, as RFC 9112 6.3 says),
+ *   two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
  *   included), a header line without a colon, a header section that starts with a continuation
