@@ -45,6 +45,10 @@ What maps to what:
 * The transport's queue allows duplicates (every request is sent, as httpx users expect). A queue
   given with ``queue=`` must have ``duplicates="allow"``; it is not closed with the transport.
 
+A proxy goes to the transport (``HTTPTransport(proxy="http://127.0.0.1:3128")``), not to the client:
+``httpx.Client(proxy=...)`` (or ``mounts=``) sends its requests through httpx's own transports,
+past the queue. The library honours ``http_proxy`` & co, as curl does.
+
 Per request, ``extensions={"requestqueue": {"priority": "high", "tag": "pages"}}`` overrides the
 transport's request options (the keys of :class:`TransportOptions`).
 """
