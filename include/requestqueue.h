@@ -55,7 +55,8 @@
  *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
  *   borrowed: valid only during the callback that received them (or while their response is
  *   retained, see `rq_response_retain`); copy what you keep.
- * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest). Header values may carry
+ * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest; a host name goes in its
+ *   IDNA form, "xn--" labels: the library does not convert it). Header values may carry
  *   any byte except NUL, CR and LF.
  * - Times are `double` seconds. Negative, NaN or infinite values are rejected with
  *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
