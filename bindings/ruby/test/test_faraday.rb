@@ -5,6 +5,7 @@ require "base64"
 require "fileutils"
 require "openssl"
 require "tmpdir"
+require "zlib"
 
 begin
   require "requestqueue/faraday"
@@ -96,6 +97,11 @@ if defined?(RequestQueue::FaradayAdapter)
       # Nothing was decoded: a HEAD and a 304 keep them, as with Faraday's net_http adapter.
       head = conn.head("/encoded?coding=gzip&s=hello")
       assert_equal ["", "gzip", "25"], [head.body, head.headers["content-encoding"], head.headers["content-length"]]
+      # Two codings, both decoded by libcurl: the body is plain, the headers go too.
+      chained = Zlib.gzip(Zlib::Deflate.deflate("hello"))
+      reply = "HTTP/1.1 200 OK\r\nContent-Encoding: deflate, gzip\r\nContent-Length: #{chained.bytesize}\r\n\r\n#{chained}"
+      both = conn.get("/raw?b64=#{Base64.urlsafe_encode64(reply, padding: false)}")
+      assert_equal ["hello", nil, nil], [both.body, both.headers["content-encoding"], both.headers["content-length"]]
       reply = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\nContent-Length: 25\r\n\r\n"
       not_modified = conn.get("/raw?b64=#{Base64.urlsafe_encode64(reply, padding: false)}")
       assert_equal [304, "gzip", "25"], [not_modified.status, not_modified.headers["content-encoding"],

@@ -47,7 +47,8 @@ module RequestQueue
     # (decode_content: the adapter decodes bodies and drops their Content-Encoding, as Faraday's
     # net_http adapter does.)
     REQUEST_OPTIONS = (%i[retry priority tag max_response_size ca_file] + Transport::OPTIONS.keys - [:decode_content]).freeze
-    # Content-Encodings that libcurl decoded: the response no longer has them.
+    # Content-Encodings that libcurl decodes (a list of them, "deflate, gzip", too): the response
+    # no longer has them.
     DECODED = %w[gzip x-gzip deflate br zstd].freeze
     # Headers that describe the connection or the framing: libcurl sets its own.
     SKIPPED_HEADERS = %w[connection keep-alive transfer-encoding content-length].freeze
@@ -216,8 +217,11 @@ module RequestQueue
     # Whether libcurl decoded the body of `response` (a HEAD, 204 or 304 has none: its
     # Content-Encoding and Content-Length stay, as net_http leaves them).
     def decoded?(env, response)
-      env[:method] != :head && ![204, 304].include?(response.status) &&
-        DECODED.include?(response["content-encoding"].to_s.strip.downcase)
+      return false if env[:method] == :head || [204, 304].include?(response.status)
+
+      codings = response["content-encoding"].to_s.downcase.split(",").map(&:strip).reject(&:empty?)
+      codings.any? { |coding| DECODED.include?(coding) } &&
+        codings.all? { |coding| DECODED.include?(coding) || coding == "identity" }
     end
 
     # Faraday's names of TLS versions (ssl.min_version: :TLS1_2, "TLSv1_2") as the library's.
