@@ -169,6 +169,15 @@ def test_connection_errors_map_to_httpx(server):
             client.get(f"http://127.0.0.1:{port}/")
         with pytest.raises(httpx.ReadError):
             client.get(server.url("/reset"))
+        # Closed without a response, or inside its body: httpx's own transport says
+        # RemoteProtocolError ("Server disconnected without sending a response.", "peer closed
+        # connection without sending complete message body").
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.url("/stall?s=0.2"))
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.url("/truncated?n=1000"))
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.raw_url(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"))
         with pytest.raises(httpx.UnsupportedProtocol):
             client.get("ftp://127.0.0.1/")
 
@@ -364,5 +373,5 @@ def test_a_connection_lost_after_the_head_raises_while_reading(server, uid):
     with httpx.Client(transport=rqx.HTTPTransport()) as client:
         with client.stream("GET", server.url(f"/truncated?n=10000&id={uid}")) as response:
             assert response.status_code == 200
-            with pytest.raises(httpx.ReadError):
+            with pytest.raises(httpx.RemoteProtocolError):  # as httpx's own transport
                 response.read()

@@ -24,8 +24,9 @@ What maps to what:
   request with a body the longer of ``read`` and ``write``; ``None`` disables them. ``pool`` has no
   counterpart: the time a request waits in the queue for a free slot is not limited.
 * Errors are httpx's: ``ConnectError`` (refused, unknown host, TLS), ``ConnectTimeout``,
-  ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection lost), ``RemoteProtocolError``
-  (malformed response), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
+  ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection reset), ``RemoteProtocolError``
+  (malformed response; the server closed the connection before its response was complete, as
+  httpx's transport says), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
   e.g. ``queue.cancel_all()``). A status >= 400 is a response, as with httpx's own transport.
 * Cancelling the task that awaits a request (``asyncio.wait_for``, a ``TaskGroup`` failing, ...)
   cancels the request in the queue.
@@ -37,7 +38,7 @@ What maps to what:
   and headers before the body ends and can read a large or endless body piece by piece. Closing
   the response before its end cancels the request. A failure after the headers (connection lost,
   timeout, a retried attempt that started the body over after part of it was read) raises while
-  the body is read (``ReadError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
+  the body is read (``RemoteProtocolError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
   error, a 3xx) is read whole before the response is returned, up to 1 MiB (the rest is cut; see
   the library's "What a server sends").
 * ``response.reason_phrase`` is httpx's standard phrase for the status: the library does not keep
@@ -250,6 +251,14 @@ _STALL_MESSAGES = ("no data received or sent for ", "the response headers were n
                    "less than ")
 
 
+# The beginnings of the messages of a connection the server closed before its response was
+# complete (libcurl's, and the library's own), which httpx's transport reports as a
+# RemoteProtocolError; a reset is a ReadError there as here.
+_CLOSED_MESSAGES = ("Empty reply from server", "transfer closed with ",
+                    "the server closed the connection without answering",
+                    "the connection closed before the response headers were complete")
+
+
 def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exception:
     message = response.message or response.outcome.name.lower()
     outcome = response.outcome
@@ -268,6 +277,8 @@ def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exc
             error = httpx.ReadTimeout
     elif outcome in (Outcome.CANNOT_CONNECT, Outcome.CANNOT_RESOLVE_HOST, Outcome.TLS):
         error = httpx.ConnectError
+    elif outcome == Outcome.CONNECTION_LOST and message.startswith(_CLOSED_MESSAGES):
+        error = httpx.RemoteProtocolError
     elif outcome in (Outcome.CONNECTION_LOST, Outcome.RESPONSE_TOO_LARGE):
         error = httpx.ReadError
     elif outcome in (Outcome.BAD_RESPONSE, Outcome.BAD_REDIRECT):
