@@ -108,6 +108,17 @@ if defined?(RequestQueue::FaradayAdapter)
                                          not_modified.headers["content-length"]]
     end
 
+    def test_the_connections_proxy_and_its_credentials
+      # The fixture answers absolute-form requests as a proxy would: it shows what the proxy gets.
+      conn = Faraday.new(url: "http://example.test/", proxy: { uri: url("/"), user: "u s+1", password: "p@ss w:rd" }) do |f|
+        f.adapter :requestqueue
+      end
+      seen = JSON.parse(conn.get("/inspect").body)
+      assert_equal "http://example.test/inspect", seen["target"]
+      authorization = seen["headers"].find { |name, _| name.casecmp?("Proxy-Authorization") }&.last
+      assert_equal "u s+1:p@ss w:rd", authorization.to_s.delete_prefix("Basic ").unpack1("m")
+    end
+
     def test_status_errors_with_raise_error_middleware
       conn = connection { |f| f.response :raise_error }
       error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }

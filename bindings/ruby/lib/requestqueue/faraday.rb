@@ -181,8 +181,8 @@ module RequestQueue
       proxy = req[:proxy]
       if proxy && proxy[:uri] && !options.key?(:proxy)
         uri = URI(proxy[:uri].to_s)
-        uri.user = URI.encode_www_form_component(proxy[:user]) if proxy[:user]
-        uri.password = URI.encode_www_form_component(proxy[:password]) if proxy[:password]
+        uri.user = userinfo_escape(proxy[:user]) if proxy[:user]
+        uri.password = userinfo_escape(proxy[:password]) if proxy[:password]
         options[:proxy] = uri.to_s
       end
       headers = env[:request_headers].reject { |name, _| SKIPPED_HEADERS.include?(name.to_s.downcase) }
@@ -246,6 +246,12 @@ module RequestQueue
                              "adapter the files instead: f.adapter :requestqueue, client_cert: \"cert.pem\", " \
                              "client_key: \"key.pem\" (key_password: if it is encrypted)"
       end
+    end
+
+    # A proxy user or password percent-encoded for the URL's user information, which libcurl
+    # decodes (a form's "+" for a space would reach the proxy as "+").
+    def userinfo_escape(text)
+      URI.encode_www_form_component(text.to_s).gsub("+", "%20")
     end
 
     # Faraday 2 passes the env as a third argument to an on_data that takes it.
