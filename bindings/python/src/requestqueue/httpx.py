@@ -298,8 +298,9 @@ class HTTPTransport(_Base, httpx.BaseTransport):
     ``HTTPTransport(queue=None, *, max_concurrent=100, mode="fifo", max_per_host=0,
     rate_limit=None, verify=True, retries=0, **options)``: without `queue`, the transport makes
     its own queue with these settings (and duplicates allowed) and closes it with the client.
-    `verify` is True, a CA file, or False (no certificate check: unsafe); `retries` retries failed
-    connections as httpx's transport does; `options` (:class:`TransportOptions`: ``retry``,
+    `verify` is True, a CA file, or False (no certificate check: unsafe); `retries` retries refused
+    connections and unresolved hosts as httpx's transport does (not connect timeouts: the
+    library's retry outcomes do not tell them from read timeouts); `options` (:class:`TransportOptions`: ``retry``,
     ``priority``, ``tag``, ...) apply to every request. Several threads may share the client.
     """
 
