@@ -119,6 +119,17 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal "u s+1:p@ss w:rd", authorization.to_s.delete_prefix("Basic ").unpack1("m")
     end
 
+    def test_on_data_of_a_decoded_body_sees_the_headers_of_the_decoded_body
+      seen = []
+      response = connection.get("/encoded?coding=gzip&s=hello") do |req|
+        req.options.on_data = proc do |chunk, _size, env|
+          seen << [chunk, env.response_headers["content-encoding"], env.response_headers["content-length"]]
+        end
+      end
+      assert_equal [["hello", nil, nil]], seen # the pieces are decoded: the head says so
+      assert_nil response.headers["content-encoding"]
+    end
+
     def test_status_errors_with_raise_error_middleware
       conn = connection { |f| f.response :raise_error }
       error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }

@@ -202,7 +202,7 @@ module RequestQueue
       if on_data
         request.on_head do |head|
           env.status = head.status
-          env.response_headers = ::Faraday::Utils::Headers.new.update(head.headers.to_h)
+          env.response_headers = ::Faraday::Utils::Headers.new.update(response_headers(env, head))
         end
         request.on_body do |chunk, offset|
           streamed[:bytes] = offset + chunk.bytesize
@@ -212,6 +212,15 @@ module RequestQueue
       request
     rescue RequestQueue::CallError => e
       raise ::Faraday::ConnectionFailed, e
+    end
+
+    # The headers of a response or head for Faraday: without Content-Encoding and Content-Length
+    # when libcurl decodes the body.
+    def response_headers(env, response)
+      headers = response.headers.to_h
+      return headers unless decoded?(env, response)
+
+      headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
     end
 
     # Whether libcurl decoded the body of `response` (a HEAD, 204 or 304 has none: its
@@ -269,11 +278,7 @@ module RequestQueue
           deliver(on_data, body, body.bytesize, env) if streamed[:bytes].nil? && !body.empty?
           body = +""
         end
-        headers = response.headers.to_h
-        if decoded?(env, response)
-          headers = headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
-        end
-        save_response(env, response.status, body, headers)
+        save_response(env, response.status, body, response_headers(env, response))
         # In a parallel block Faraday leaves finishing the response (its on_complete callbacks) to
         # the adapter.
         env.response.finish(env) if env.parallel? && !env.response.finished?
