@@ -50,6 +50,9 @@ module RequestQueue
     # Content-Encodings that libcurl decodes (a list of them, "deflate, gzip", too): the response
     # no longer has them.
     DECODED = %w[gzip x-gzip deflate br zstd].freeze
+    # Faraday's names of TLS versions (ssl.min_version: :TLS1_2, "TLSv1_2") as the library's.
+    FARADAY_TLS_VERSIONS = { "TLS1" => "1.0", "TLS1_1" => "1.1", "TLS1_2" => "1.2", "TLS1_3" => "1.3" }.freeze
+
     # Headers that describe the connection or the framing: libcurl sets its own.
     SKIPPED_HEADERS = %w[connection keep-alive transfer-encoding content-length].freeze
 
@@ -232,9 +235,6 @@ module RequestQueue
       codings.any? { |coding| DECODED.include?(coding) } &&
         codings.all? { |coding| DECODED.include?(coding) || coding == "identity" }
     end
-
-    # Faraday's names of TLS versions (ssl.min_version: :TLS1_2, "TLSv1_2") as the library's.
-    FARADAY_TLS_VERSIONS = { "TLS1" => "1.0", "TLS1_1" => "1.1", "TLS1_2" => "1.2", "TLS1_3" => "1.3" }.freeze
 
     # Faraday's ssl options as request options. Certificate and key objects cannot be handed to
     # libcurl: refused rather than left out (the server would refuse the connection instead).
