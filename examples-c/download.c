@@ -7,7 +7,8 @@
  * FILE already holds part of the body, the request asks the server for the rest only (a Range
  * request) and appends it; a server that ignores ranges sends everything and FILE is rewritten.
  * With --stop-after, the download is cancelled once BYTES arrived, as an interrupted download
- * would be: run the same command again without it to resume.
+ * would be: run the same command again without it to resume. Run on a file that is already
+ * complete, the server answers 416 ("Range Not Satisfiable") with its size: nothing to do.
  *
  * Exit status: 0 when the file is complete (or stopped as asked), 1 on failure, 2 on bad usage.
  */
@@ -42,7 +43,8 @@ static void on_progress(void *context, rq_request *request, double progress, int
         printf("progress: %3d%% (%" PRId64 " of %" PRId64 " bytes of this transfer)\n",
                d->last_quarter * 25, done, total);
     }
-    if (d->stop_after > 0 && done >= d->stop_after && !d->stopping) {
+    /* (Once the whole body is there, there is nothing left to stop.) */
+    if (d->stop_after > 0 && done >= d->stop_after && done != total && !d->stopping) {
         d->stopping = 1;
         printf("stopping after %" PRId64 " bytes: run the same command again to resume\n", done);
         rq_cancel(request); /* allowed from any callback; the completion follows */
@@ -56,6 +58,15 @@ static void print_time(const char *name, double seconds) {
         printf(" %s %.3f s,", name, seconds);
 }
 
+/* Whether a 416 answer says the file is complete: its Content-Range (RFC 9110 14.4: "bytes",
+ * a space, an asterisk, a slash and the size) gives the size of the whole body, and the file has
+ * that size. */
+static int already_complete(const rq_response *response, const char *path) {
+    const char *range = rq_response_header(response, "Content-Range");
+    long long size;
+    return range != NULL && sscanf(range, "bytes */%lld", &size) == 1 && size == file_size(path);
+}
+
 static void on_done(void *context, rq_request *request, const rq_response *response) {
     struct download *d = context;
     rq_outcome outcome = rq_response_outcome(response);
@@ -64,6 +75,9 @@ static void on_done(void *context, rq_request *request, const rq_response *respo
     if (outcome == RQ_OUTCOME_OK) {
         printf("status %d: %s\n", status,
                status == 206 ? "the server sent the rest, appended" : "the whole body was written");
+        d->ok = 1;
+    } else if (outcome == RQ_OUTCOME_HTTP_STATUS && status == 416 && already_complete(response, d->path)) {
+        printf("status 416: the file is already complete\n");
         d->ok = 1;
     } else if (outcome == RQ_OUTCOME_CANCELLED && d->stopping) {
         printf("stopped: what arrived stays in the file\n");

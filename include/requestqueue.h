@@ -55,7 +55,8 @@
  *   call returns. Strings and buffers handed out (response body, headers, URL, message) are
  *   borrowed: valid only during the callback that received them (or while their response is
  *   retained, see `rq_response_retain`); copy what you keep.
- * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest). Header values may carry
+ * - Strings are NUL-terminated. URLs are ASCII (percent-encode the rest; a host name goes in its
+ *   IDNA form, "xn--" labels: the library does not convert it). Header values may carry
  *   any byte except NUL, CR and LF.
  * - Times are `double` seconds. Negative, NaN or infinite values are rejected with
  *   RQ_ERR_INVALID_ARGUMENT unless a function says otherwise.
@@ -239,7 +240,8 @@
  * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
  *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
- *   (not 1 to 18 digits), two different Content-Length values in one response (the end of the
+ *   (not 1 to 18 digits; a list of equal values, "5, 5", is that value, as RFC 9112 6.3 says),
+ *   two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
  *   included), a header line without a colon, a header section that starts with a continuation
@@ -1211,9 +1213,10 @@ RQ_API rq_result rq_request_set_body_callback(rq_request *request, rq_data_fn fn
  * server sends".) */
 
 /** The head of a response: `head` has the status, headers and effective URL of the response, as
- *  `rq_response_status`, `rq_response_header*` and `rq_response_url` read them, and an empty body
- *  (its outcome is RQ_OUTCOME_OK, or RQ_OUTCOME_HTTP_STATUS for a status of 400 or more, as the
- *  completion would say; its metrics are all "does not apply"). It is borrowed for the call;
+ *  `rq_response_status`, `rq_response_header*` and `rq_response_url` read them, its HTTP version
+ *  (`rq_response_http_version`), and an empty body (its outcome is RQ_OUTCOME_OK, or
+ *  RQ_OUTCOME_HTTP_STATUS for a status of 400 or more, as the completion would say; its other
+ *  metrics are all "does not apply"). It is borrowed for the call;
  *  `rq_response_retain` keeps it, as it does a completion's response. */
 typedef void (*rq_head_fn)(void *context, rq_request *request, const rq_response *head);
 

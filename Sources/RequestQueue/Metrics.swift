@@ -60,22 +60,26 @@ struct Metrics {
         // own (chunked framing left out), and of the header bytes of every response.
         wireBytesDown = UInt64(max(0, wire.down))
         bytesUp = UInt64(max(0, wire.up))
-        if let known {
-            httpVersion = known
-            return
-        }
-        var version = 0
-        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
-        switch version {
-        case Int(CURL_HTTP_VERSION_1_0): httpVersion = 10
-        case Int(CURL_HTTP_VERSION_1_1): httpVersion = 11
-        case Int(CURL_HTTP_VERSION_2_0): httpVersion = 20
-        case Int(CURL_HTTP_VERSION_3): httpVersion = 30
-        default: httpVersion = 0
-        }
+        httpVersion = known ?? Metrics.httpVersion(of: easy)
     }
 
     init() {}
+
+    /// Only the HTTP version, for a response's head (its other figures: none).
+    init(httpVersion: Int32) { self.httpVersion = httpVersion }
+
+    /// libcurl's HTTP version of the last response on `easy`: 10, 11, 20, 30, or 0.
+    static func httpVersion(of easy: UnsafeMutableRawPointer) -> Int32 {
+        var version = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        switch version {
+        case Int(CURL_HTTP_VERSION_1_0): return 10
+        case Int(CURL_HTTP_VERSION_1_1): return 11
+        case Int(CURL_HTTP_VERSION_2_0): return 20
+        case Int(CURL_HTTP_VERSION_3): return 30
+        default: return 0
+        }
+    }
 
     /// libcurl's time in seconds; 0 for a step it did not reach.
     private static func seconds(_ micro: curl_off_t) -> Double { micro > 0 ? Double(micro) / 1e6 : 0 }

@@ -614,13 +614,15 @@ final class Transfer {
         return count < request.maxRedirects
     }
 
-    /// The head of the current response: its status, headers and URL, no body.
+    /// The head of the current response: its status, headers, URL and HTTP version, no body.
     private func head(for request: Request) -> Response {
         var effective: UnsafeMutablePointer<CChar>?
         _ = ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        return Response(outcome: status >= 400 ? .httpStatus : .ok, status: status, headers: headers.bytes,
-                        url: effective.map { String(cString: $0) } ?? request.url.string,
-                        message: status >= 400 ? "The server returned a \(status) error" : "", attempts: request.attempts)
+        let head = Response(outcome: status >= 400 ? .httpStatus : .ok, status: status, headers: headers.bytes,
+                            url: effective.map { String(cString: $0) } ?? request.url.string,
+                            message: status >= 400 ? "The server returned a \(status) error" : "", attempts: request.attempts)
+        head.metrics = Metrics(httpVersion: route.direct && statusVersion != 0 ? statusVersion : Metrics.httpVersion(of: easy))
+        return head
     }
 
     /// Refuses a reply whose status lines, header lines and trailers went over the header budget

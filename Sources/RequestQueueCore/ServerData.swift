@@ -69,8 +69,11 @@ public enum ServerData {
         return nil
     }
 
-    /// Whether a Content-Length value is valid: 1 to 18 decimal digits, nothing else. (libcurl
-    /// ignores one that does not fit its numbers and reads until the connection closes.)
+    /// Whether a Content-Length value is valid: 1 to 18 decimal digits, nothing else, or a list of
+    /// such values that are all equal ("5, 5": the field sent twice and combined, which RFC 9112
+    /// 6.3 processes as that value; empty elements after the first value are ignored, RFC 9110
+    /// 5.6.1.2). (libcurl ignores one that does not fit its numbers and reads until the connection
+    /// closes; of a list, it takes the first value.)
     public static func isValidContentLength(_ value: String) -> Bool { isValidContentLength(bytes: value.utf8) }
 
     /// `isValidContentLength` on the value's bytes (every response has one: no String is made).
@@ -82,6 +85,19 @@ public enum ServerData {
     /// The number of a valid Content-Length value (see `isValidContentLength`), nil for an
     /// invalid one. (18 digits fit in an Int64.)
     public static func contentLength<Bytes: BidirectionalCollection>(bytes value: Bytes) -> Int64?
+        where Bytes.Element == UInt8 {
+        guard value.contains(0x2C) else { return decimalLength(value) }
+        // (The first element must be a value: libcurl reads the number at the start.)
+        let elements = value.split(separator: 0x2C, omittingEmptySubsequences: false)
+        guard let length = decimalLength(elements[0]) else { return nil }
+        for element in elements.dropFirst() where !element.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) {
+            guard decimalLength(element) == length else { return nil }
+        }
+        return length
+    }
+
+    /// One Content-Length value: 1 to 18 decimal digits between optional spaces and tabs.
+    private static func decimalLength<Bytes: BidirectionalCollection>(_ value: Bytes) -> Int64?
         where Bytes.Element == UInt8 {
         var digits = value[...]
         while let first = digits.first, first == 0x20 || first == 0x09 { digits = digits.dropFirst() }

@@ -84,6 +84,18 @@ public enum Validation {
     public static let maxHeaderValueLength = 65536
     public static let maxHeaderCount = 1000
 
+    /// Whether byte `offset` of a URL is in its host: after "://" and any user information's "@",
+    /// before the path, query or fragment. (For an error message only.)
+    static func isInHost<Bytes: Collection>(_ b: Bytes, _ offset: Int) -> Bool where Bytes.Element == UInt8 {
+        let bytes = Array(b)
+        guard let separator = (0..<max(0, bytes.count - 2)).first(where: { bytes[$0] == 0x3A && bytes[$0 + 1] == 0x2F && bytes[$0 + 2] == 0x2F })
+        else { return false }
+        let start = separator + 3
+        let end = bytes[start...].firstIndex(where: { $0 == 0x2F || $0 == 0x3F || $0 == 0x23 }) ?? bytes.count
+        let host = bytes[start..<end].lastIndex(of: 0x40).map { $0 + 1 } ?? start
+        return offset >= host && offset < end
+    }
+
     /// The checks of a URL's bytes made before libcurl parses it: 1 to 65536 bytes of printable
     /// ASCII (no spaces or controls), an absolute URL "scheme://" whose scheme is http or https
     /// (any case), and an authority that does not start with "/" (libcurl would read
@@ -102,7 +114,9 @@ public enum Validation {
         }
         if printable != true {
             for (i, c) in b.enumerated() where c <= 0x20 || c >= 0x7F {
-                let fix = c == 0x20 ? ": percent-encode it as %20" : c >= 0x80 ? ": URLs are ASCII, percent-encode it" : ""
+                let fix = c == 0x20 ? ": percent-encode it as %20" : c < 0x80 ? ""
+                    : isInHost(b, i) ? ": a host name is ASCII: give its IDNA form (\"xn--\" labels)"
+                    : ": URLs are ASCII, percent-encode it"
                 throw .url("byte \(i) of the URL is \(InputError.describe(c))\(fix)")
             }
         }

@@ -62,7 +62,7 @@ import Testing
         #expect(ServerData.isValidContentLength(" 123 "))
         #expect(ServerData.isValidContentLength("999999999999999999"))
         #expect(ServerData.isValidContentLength("\t7 \t"))
-        for bad in ["", " ", "-5", "+5", "99999999999999999999999", "1234567890123456789", "1 2", "0x10", "5, 5", "1e3",
+        for bad in ["", " ", "-5", "+5", "99999999999999999999999", "1234567890123456789", "1 2", "0x10", "5, 6", ",", " , ", ", 5", "5, x", "1e3",
                     "\u{663}", "5\u{301}", "\u{FF15}", "5\r"] {
             #expect(!ServerData.isValidContentLength(bad), "\(bad)")
             #expect(!ServerData.isValidContentLength(bytes: Array(bad.utf8)), "\(bad)")
@@ -76,6 +76,12 @@ import Testing
         #expect(ServerData.contentLength(bytes: Array("999999999999999999".utf8)) == 999_999_999_999_999_999)
         #expect(ServerData.contentLength(bytes: Array("1234567890123456789".utf8)) == nil)
         #expect(ServerData.contentLength(bytes: Array("5, 7".utf8)) == nil)
+        // A list of equal values (the field given twice, combined) is that value: RFC 9112 6.3.
+        // Empty elements after the first value are ignored (RFC 9110 5.6.1.2).
+        #expect(ServerData.contentLength(bytes: Array("5, 5".utf8)) == 5)
+        #expect(ServerData.contentLength(bytes: Array("46,0046 ,, 46".utf8)) == 46)
+        #expect(ServerData.contentLength(bytes: Array("5,".utf8)) == 5)
+        #expect(ServerData.contentLength(bytes: Array("5, 5, 6".utf8)) == nil)
     }
 
     @Test func libcurlMessagesToldApart() {

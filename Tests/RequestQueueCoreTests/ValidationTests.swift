@@ -303,6 +303,9 @@ private func headerValueError(_ b: [UInt8]) -> InputError? {
         let cases: [(InputError?, String)] = [
             (syntaxError("http://h/a b"), "byte 10 of the URL is a space (0x20): percent-encode it as %20"),
             (syntaxError(bytes("http://h/") + [0xC3, 0xA9]), "byte 9 of the URL is a non-ASCII byte (0xC3): URLs are ASCII, percent-encode it"),
+            // In the host, percent-encoding is not the answer: its IDNA form is.
+            (syntaxError(bytes("http://u@b") + [0xC3, 0xBC] + bytes("cher.example/")),
+             "byte 10 of the URL is a non-ASCII byte (0xC3): a host name is ASCII: give its IDNA form (\"xn--\" labels)"),
             (syntaxError(bytes("http://h/") + [0x01]), "byte 9 of the URL is a control character (0x01)"),
             (syntaxError(""), "the URL is empty"),
             (syntaxError("https://h/" + String(repeating: "a", count: 65536)), "the URL is 65546 bytes long, more than the 65536 allowed"),

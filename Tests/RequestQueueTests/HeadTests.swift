@@ -32,6 +32,16 @@ import Testing
         }
     }
 
+    @Test func theHeadHasTheHTTPVersionOfItsStatusLine() throws {
+        // (The httpx transport returns a 2xx response at its head: its http_version comes from it.)
+        let (c, s) = try run("/bytes?n=10")
+        #expect(c.outcome == RQ_OUTCOME_OK && s.heads.first?.httpVersion == 11)
+        let reply = Data("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let (d, t) = try run("/raw?b64=\(reply)")
+        #expect(d.outcome == RQ_OUTCOME_OK && t.heads.first?.httpVersion == 10)
+    }
+
     @Test func aBufferedRequestGetsItsHeadToo() throws {
         let (c, s) = try run("/bytes?n=10", body: false)
         #expect(c.outcome == RQ_OUTCOME_OK && c.body == FixturePattern.bytes(0, 10))

@@ -367,6 +367,7 @@ final class StreamLog: @unchecked Sendable {
         let headers: [String: String]
         let bodySize: Int
         let outcome: rq_outcome
+        let httpVersion: Int32
     }
 
     private let lock = NSLock()
@@ -411,7 +412,8 @@ final class StreamLog: @unchecked Sendable {
             }
         }
         let head = Head(status: Int(rq_response_status(response)), url: String(cString: rq_response_url(response)),
-                        headers: headers, bodySize: size, outcome: rq_response_outcome(response))
+                        headers: headers, bodySize: size, outcome: rq_response_outcome(response),
+                        httpVersion: rq_response_http_version(response))
         lock.lock()
         var s = streams[tag] ?? Stream()
         s.heads.append(head)

@@ -5,6 +5,7 @@ REQUESTQUEUE_LIBRARY set (scripts/test-python does the latter)."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -43,6 +44,10 @@ class Server:
 
     def url(self, path: str) -> str:
         return self.base + path
+
+    def raw_url(self, reply: bytes) -> str:
+        """The URL of /raw answering with these bytes as they are."""
+        return self.url("/raw?b64=" + base64.urlsafe_b64encode(reply).decode().rstrip("="))
 
     def with_host(self, host: str) -> "Server":
         """The same server under another host name: another origin for the library ("localhost")."""

@@ -33,6 +33,15 @@ def test_none_removes_a_header_the_library_would_send(server, queue):
     assert not {"accept", "user-agent", "accept-encoding"} & set(removed)
 
 
+def test_a_content_length_list_of_equal_values_is_that_length(server, queue):
+    # RFC 9112 6.3: "5, 5" (the field sent twice and combined) is processed as 5; different values
+    # are refused.
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello"
+    assert queue.fetch(raw(server, reply)).body == b"hello"
+    with pytest.raises(rq.BadResponseError):
+        queue.fetch(raw(server, b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello!"))
+
+
 def test_text_uses_the_charset_of_content_type(server, queue):
     response = queue.fetch(server.url("/text?s=%C3%A9t%C3%A9&charset=iso-8859-1"))
     assert response.body == "été".encode("latin-1")

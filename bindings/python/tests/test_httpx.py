@@ -140,6 +140,28 @@ def test_timeouts_map_to_httpx(server, uid):
     assert len(server.requests(id=uid)) == 1
 
 
+@pytest.mark.parametrize("method,content", [("GET", None), ("POST", b"payload")])
+def test_a_read_timeout_shorter_than_the_write_timeout_is_honoured(server, uid, method, content):
+    # httpx.Timeout(10.0, read=0.5): the server must start answering within 0.5 s. It closes after
+    # 3 s without a byte: a ReadTimeout, not the "empty reply" seen when the write timeout (10 s)
+    # was the limit.
+    with httpx.Client(transport=rqx.HTTPTransport(), timeout=httpx.Timeout(10.0, read=0.5)) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            client.request(method, server.url(f"/stall?s=3&id={uid}"), content=content)
+    assert len(server.requests(id=uid)) == 1
+
+
+@pytest.mark.parametrize("status", [200, 404])
+def test_http_version_is_the_servers(server, status):
+    # An HTTP/1.0 server: httpx's own transport says "HTTP/1.0" (a 2xx is returned at its head,
+    # another status with its whole body: both ways).
+    reply = f"HTTP/1.0 {status} X\r\nContent-Length: 2\r\n\r\nhi".encode()
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        response = client.get(server.raw_url(reply))
+        assert (response.status_code, response.http_version, response.content) == (status, "HTTP/1.0", b"hi")
+        assert client.get(server.url("/bytes?n=3")).http_version == "HTTP/1.1"
+
+
 def test_connection_errors_map_to_httpx(server):
     port = server.closed_port()
     with httpx.Client(transport=rqx.HTTPTransport()) as client:
@@ -147,6 +169,15 @@ def test_connection_errors_map_to_httpx(server):
             client.get(f"http://127.0.0.1:{port}/")
         with pytest.raises(httpx.ReadError):
             client.get(server.url("/reset"))
+        # Closed without a response, or inside its body: httpx's own transport says
+        # RemoteProtocolError ("Server disconnected without sending a response.", "peer closed
+        # connection without sending complete message body").
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.url("/stall?s=0.2"))
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.url("/truncated?n=1000"))
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.raw_url(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"))
         with pytest.raises(httpx.UnsupportedProtocol):
             client.get("ftp://127.0.0.1/")
 
@@ -342,5 +373,5 @@ def test_a_connection_lost_after_the_head_raises_while_reading(server, uid):
     with httpx.Client(transport=rqx.HTTPTransport()) as client:
         with client.stream("GET", server.url(f"/truncated?n=10000&id={uid}")) as response:
             assert response.status_code == 200
-            with pytest.raises(httpx.ReadError):
+            with pytest.raises(httpx.RemoteProtocolError):  # as httpx's own transport
                 response.read()

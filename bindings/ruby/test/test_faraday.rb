@@ -1,7 +1,11 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "base64"
+require "fileutils"
+require "openssl"
 require "tmpdir"
+require "zlib"
 
 begin
   require "requestqueue/faraday"
@@ -86,6 +90,46 @@ if defined?(RequestQueue::FaradayAdapter)
       assert_equal "", response.body
     end
 
+    def test_content_encoding_and_length_are_dropped_only_from_a_decoded_body
+      conn = connection
+      decoded = conn.get("/encoded?coding=gzip&s=hello")
+      assert_equal ["hello", nil, nil], [decoded.body, decoded.headers["content-encoding"], decoded.headers["content-length"]]
+      # Nothing was decoded: a HEAD and a 304 keep them, as with Faraday's net_http adapter.
+      head = conn.head("/encoded?coding=gzip&s=hello")
+      assert_equal ["", "gzip", "25"], [head.body, head.headers["content-encoding"], head.headers["content-length"]]
+      # Two codings, both decoded by libcurl: the body is plain, the headers go too.
+      chained = Zlib.gzip(Zlib::Deflate.deflate("hello"))
+      reply = "HTTP/1.1 200 OK\r\nContent-Encoding: deflate, gzip\r\nContent-Length: #{chained.bytesize}\r\n\r\n#{chained}"
+      both = conn.get("/raw?b64=#{Base64.urlsafe_encode64(reply, padding: false)}")
+      assert_equal ["hello", nil, nil], [both.body, both.headers["content-encoding"], both.headers["content-length"]]
+      reply = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\nContent-Length: 25\r\n\r\n"
+      not_modified = conn.get("/raw?b64=#{Base64.urlsafe_encode64(reply, padding: false)}")
+      assert_equal [304, "gzip", "25"], [not_modified.status, not_modified.headers["content-encoding"],
+                                         not_modified.headers["content-length"]]
+    end
+
+    def test_the_connections_proxy_and_its_credentials
+      # The fixture answers absolute-form requests as a proxy would: it shows what the proxy gets.
+      conn = Faraday.new(url: "http://example.test/", proxy: { uri: url("/"), user: "u s+1", password: "p@ss w:rd" }) do |f|
+        f.adapter :requestqueue
+      end
+      seen = JSON.parse(conn.get("/inspect").body)
+      assert_equal "http://example.test/inspect", seen["target"]
+      authorization = seen["headers"].find { |name, _| name.casecmp?("Proxy-Authorization") }&.last
+      assert_equal "u s+1:p@ss w:rd", authorization.to_s.delete_prefix("Basic ").unpack1("m")
+    end
+
+    def test_on_data_of_a_decoded_body_sees_the_headers_of_the_decoded_body
+      seen = []
+      response = connection.get("/encoded?coding=gzip&s=hello") do |req|
+        req.options.on_data = proc do |chunk, _size, env|
+          seen << [chunk, env.response_headers["content-encoding"], env.response_headers["content-length"]]
+        end
+      end
+      assert_equal [["hello", nil, nil]], seen # the pieces are decoded: the head says so
+      assert_nil response.headers["content-encoding"]
+    end
+
     def test_status_errors_with_raise_error_middleware
       conn = connection { |f| f.response :raise_error }
       error = assert_raises(Faraday::ResourceNotFound) { conn.get("/status/404") }
@@ -103,6 +147,20 @@ if defined?(RequestQueue::FaradayAdapter)
       end
       assert_equal 1, logged("ftime").size
       assert_raises(Faraday::ConnectionFailed) { connection.get("/reset") }
+    end
+
+    def test_a_read_timeout_shorter_than_the_write_timeout_is_honoured
+      # The server closes after 3 s without a byte: read_timeout 0.5 s must end the wait first.
+      [[:get, nil], [:post, "payload"]].each do |method, body|
+        id = "fread-#{method}"
+        assert_raises(Faraday::TimeoutError) do
+          connection.run_request(method, "/stall?s=3&id=#{id}", body, {}) do |req|
+            req.options.read_timeout = 0.5
+            req.options.write_timeout = 10
+          end
+        end
+        assert_equal 1, logged(id).size
+      end
     end
 
     # An HTTPS instance of the fixture server with a self-signed certificate made by openssl.
@@ -135,6 +193,27 @@ if defined?(RequestQueue::FaradayAdapter)
         assert_raises(Faraday::SSLError) { untrusted.get("/bytes?n=5") }
         unverified = Faraday.new(url: base, ssl: { verify: false }) { |f| f.adapter :requestqueue }
         assert_equal pattern(5), unverified.get("/bytes?n=5").body # unsafe: no certificate check
+      end
+    end
+
+    def test_ssl_ca_path_and_client_certificate_objects
+      with_https_server do |base, cert|
+        Dir.mktmpdir do |cas|
+          FileUtils.cp(cert, File.join(cas, "fixture.pem"))
+          skip "openssl rehash is needed for a CA folder" unless system("openssl", "rehash", cas, err: File::NULL)
+          trusted = Faraday.new(url: base, ssl: { ca_path: cas }) { |f| f.adapter :requestqueue }
+          assert_equal pattern(5), trusted.get("/bytes?n=5").body
+        end
+        at_least = Faraday.new(url: base, ssl: { ca_file: cert, min_version: :TLS1_2 }) { |f| f.adapter :requestqueue }
+        assert_equal pattern(5), at_least.get("/bytes?n=5").body
+        bogus = Faraday.new(url: base, ssl: { ca_file: cert, min_version: :SSL3 }) { |f| f.adapter :requestqueue }
+        assert_raises(ArgumentError) { bogus.get("/bytes?n=5") }
+        # A certificate object cannot be given to libcurl: refused, not silently left out.
+        key = OpenSSL::PKey::RSA.new(2048)
+        object = Faraday.new(url: base, ssl: { ca_file: cert, client_cert: OpenSSL::X509::Certificate.new(File.read(cert)),
+                                               client_key: key }) { |f| f.adapter :requestqueue }
+        error = assert_raises(ArgumentError) { object.get("/bytes?n=5") }
+        assert_match(/client_cert:/, error.message)
       end
     end
 

@@ -229,6 +229,16 @@ class TestNewcomer < Minitest::Test
     end
   end
 
+  # Every example of the README is Ruby that parses as written (the reference ones use
+  # placeholders such as `url`, but no "..." where Ruby would stop at a syntax error).
+  def test_readme_examples_parse
+    readme_examples.each_with_index do |code, i|
+      RubyVM::InstructionSequence.compile(code)
+    rescue SyntaxError => e
+      flunk "README example #{i} does not parse: #{e.message.lines.first}"
+    end
+  end
+
   # The top-level README.md shows the same example.
   def test_root_readme_example
     root_readme = File.read(File.expand_path("../../../README.md", __dir__)).scan(/```ruby\n(.*?)```/m).flatten

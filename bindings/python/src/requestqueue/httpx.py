@@ -18,13 +18,15 @@ What maps to what:
 * httpx does what it does with every transport: redirects (the queue's requests follow none),
   authentication, cookies, content decoding (``Accept-Encoding`` is sent as httpx sets it and the
   body comes back as the server sent it), ``raise_for_status``.
-* Timeouts (``httpx.Timeout``): ``connect`` is the request's connect timeout; ``read`` and
-  ``write`` become its idle timeout (the longer of the two: the attempt fails when no byte is
-  received or sent for that long); ``None`` disables them. ``pool`` has no counterpart: the time a
-  request waits in the queue for a free slot is not limited.
+* Timeouts (``httpx.Timeout``): ``connect`` is the request's connect timeout; ``read`` is its
+  response-header timeout (the response must begin within ``read`` of the request being sent) and
+  its idle timeout (the attempt fails when no byte is received or sent for that long), or for a
+  request with a body the longer of ``read`` and ``write``; ``None`` disables them. ``pool`` has no
+  counterpart: the time a request waits in the queue for a free slot is not limited.
 * Errors are httpx's: ``ConnectError`` (refused, unknown host, TLS), ``ConnectTimeout``,
-  ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection lost), ``RemoteProtocolError``
-  (malformed response), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
+  ``ReadTimeout`` / ``WriteTimeout``, ``ReadError`` (connection reset), ``RemoteProtocolError``
+  (malformed response; the server closed the connection before its response was complete, as
+  httpx's transport says), ``UnsupportedProtocol``, ``TransportError`` (cancelled by someone else,
   e.g. ``queue.cancel_all()``). A status >= 400 is a response, as with httpx's own transport.
 * Cancelling the task that awaits a request (``asyncio.wait_for``, a ``TaskGroup`` failing, ...)
   cancels the request in the queue.
@@ -36,11 +38,17 @@ What maps to what:
   and headers before the body ends and can read a large or endless body piece by piece. Closing
   the response before its end cancels the request. A failure after the headers (connection lost,
   timeout, a retried attempt that started the body over after part of it was read) raises while
-  the body is read (``ReadError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
+  the body is read (``RemoteProtocolError``, ``ReadTimeout``, ...). The body of any other status (an HTTP
   error, a 3xx) is read whole before the response is returned, up to 1 MiB (the rest is cut; see
   the library's "What a server sends").
+* ``response.reason_phrase`` is httpx's standard phrase for the status: the library does not keep
+  the server's (RFC 9112 says a client should ignore it).
 * The transport's queue allows duplicates (every request is sent, as httpx users expect). A queue
   given with ``queue=`` must have ``duplicates="allow"``; it is not closed with the transport.
+
+A proxy goes to the transport (``HTTPTransport(proxy="http://127.0.0.1:3128")``), not to the client:
+``httpx.Client(proxy=...)`` (or ``mounts=``) sends its requests through httpx's own transports,
+past the queue. The library honours ``http_proxy`` & co, as curl does.
 
 Per request, ``extensions={"requestqueue": {"priority": "high", "tag": "pages"}}`` overrides the
 transport's request options (the keys of :class:`TransportOptions`).
@@ -148,12 +156,14 @@ class _Base:
         header_list = [(name, (b"; " if key == "cookie" else b", ").join(values))
                        for key, (name, values) in headers.items()]
         timeouts = request.extensions.get("timeout", {})
-        idle = [t for t in (timeouts.get("read"), timeouts.get("write")) if t is not None]
-        connect = timeouts.get("connect")
+        read, connect = timeouts.get("read"), timeouts.get("connect")
+        # Without a body there is nothing to write: the read timeout alone is the idle limit.
+        idle = [t for t in (read, timeouts.get("write") if body else None) if t is not None]
         try:
             return Request(str(request.url), request.method, headers=header_list, body=body or None,
                            connect_timeout=0 if connect is None else connect,
                            idle_timeout=max(idle) if idle else 0,
+                           header_timeout=0 if read is None else read,
                            max_redirects=0, stream=True, **options)
         except UnsupportedSchemeError as exc:
             raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
@@ -168,7 +178,7 @@ class _Base:
         if head is None or not 200 <= head.status < 300:
             return None
         return httpx.Response(head.status, headers=head.headers.raw, stream=stream, request=request,
-                              extensions={"http_version": b"HTTP/1.1"})
+                              extensions={"http_version": _http_version(head)})
 
     @staticmethod
     def _response(request: httpx.Request, rq_request: Request, body: bytes) -> httpx.Response:
@@ -178,8 +188,16 @@ class _Base:
         if error is None or isinstance(error, HTTPStatusError):
             return httpx.Response(response.status, headers=response.headers.raw,
                                   stream=httpx.ByteStream(response.body), request=request,
-                                  extensions={"http_version": b"HTTP/1.1"})
+                                  extensions={"http_version": _http_version(response)})
         raise _httpx_error(request, response, body) from error
+
+
+# The library's HTTP versions (rq_response_http_version) as httpx names them.
+_HTTP_VERSIONS = {10: b"HTTP/1.0", 11: b"HTTP/1.1", 20: b"HTTP/2", 30: b"HTTP/3"}
+
+
+def _http_version(response: Response) -> bytes:
+    return _HTTP_VERSIONS.get(response.http_version, b"HTTP/1.1")
 
 
 def _read_error(request: httpx.Request, rq_request: Request, body: bytes, error: Exception) -> Exception:
@@ -233,6 +251,14 @@ _STALL_MESSAGES = ("no data received or sent for ", "the response headers were n
                    "less than ")
 
 
+# The beginnings of the messages of a connection the server closed before its response was
+# complete (libcurl's, and the library's own), which httpx's transport reports as a
+# RemoteProtocolError; a reset is a ReadError there as here.
+_CLOSED_MESSAGES = ("Empty reply from server", "transfer closed with ",
+                    "the server closed the connection without answering",
+                    "the connection closed before the response headers were complete")
+
+
 def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exception:
     message = response.message or response.outcome.name.lower()
     outcome = response.outcome
@@ -251,6 +277,8 @@ def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exc
             error = httpx.ReadTimeout
     elif outcome in (Outcome.CANNOT_CONNECT, Outcome.CANNOT_RESOLVE_HOST, Outcome.TLS):
         error = httpx.ConnectError
+    elif outcome == Outcome.CONNECTION_LOST and message.startswith(_CLOSED_MESSAGES):
+        error = httpx.RemoteProtocolError
     elif outcome in (Outcome.CONNECTION_LOST, Outcome.RESPONSE_TOO_LARGE):
         error = httpx.ReadError
     elif outcome in (Outcome.BAD_RESPONSE, Outcome.BAD_REDIRECT):
@@ -270,8 +298,9 @@ class HTTPTransport(_Base, httpx.BaseTransport):
     ``HTTPTransport(queue=None, *, max_concurrent=100, mode="fifo", max_per_host=0,
     rate_limit=None, verify=True, retries=0, **options)``: without `queue`, the transport makes
     its own queue with these settings (and duplicates allowed) and closes it with the client.
-    `verify` is True, a CA file, or False (no certificate check: unsafe); `retries` retries failed
-    connections as httpx's transport does; `options` (:class:`TransportOptions`: ``retry``,
+    `verify` is True, a CA file, or False (no certificate check: unsafe); `retries` retries refused
+    connections and unresolved hosts as httpx's transport does (not connect timeouts: the
+    library's retry outcomes do not tell them from read timeouts); `options` (:class:`TransportOptions`: ``retry``,
     ``priority``, ``tag``, ...) apply to every request. Several threads may share the client.
     """
 

@@ -17,20 +17,26 @@ module RequestQueue
   # rate_limit: [starts, interval] or {starts:, per:, per_host:}) and request options applied to
   # every request (retry:, priority:, tag:, max_response_size:, ca_file: and the transport options
   # of Request: user_agent:, proxy:, client_cert:, resolve:, http_version:, cookies:, ...). Bodies
-  # are decoded (gzip, deflate, br, zstd) and lose their Content-Encoding. The queue allows
+  # are decoded (gzip, deflate, br, zstd) and lose their Content-Encoding and Content-Length (a
+  # HEAD, 204 or 304 keeps them: nothing was decoded). The queue allows
   # duplicates: every request is sent.
   #
   # The requests of one connection share its adapter's queue, so its limits hold across threads
   # and fibers that use the connection at once (each call waits for its own request, dispatching
   # the queue meanwhile); an `in_parallel` block runs on a queue of its own with the same options.
   #
-  # Mapped from Faraday: request.timeout (the connect and idle limits), open_timeout (connect),
-  # read_timeout and write_timeout (the idle limit: no byte received or sent for that long),
-  # ssl.ca_file, ssl.verify = false (unsafe_no_tls_verify: certificates are not checked), proxy
+  # Mapped from Faraday: request.timeout (what the three below do not set), open_timeout (connect),
+  # read_timeout (the response-header limit, and the idle limit of a request without a body: no
+  # byte received or sent for that long) and write_timeout (with a body, the idle limit is the
+  # longer of the two),
+  # ssl.ca_file, ssl.ca_path (ca_dir), ssl.min_version (:TLS1_2 or "TLSv1_2": tls_min_version),
+  # ssl.verify = false (unsafe_no_tls_verify: certificates are not checked; ssl.client_cert and
+  # client_key objects are refused: give the adapter client_cert:/client_key: files), proxy
   # (uri, user, password; Faraday fills it from http_proxy & co), on_data (streaming: the 2xx body
   # piece by piece as it arrives; another body in one piece at the end; env.status and
   # env.response_headers are set from the response's head, before the first piece, for an on_data
   # that takes the env as its third argument, as Faraday 2 passes it).
+  # The reason phrase is not kept by the library: env.reason_phrase is nil.
   # Faraday's middleware follows redirects if you add it (the adapter follows none). Errors are
   # Faraday's: ConnectionFailed (refused, unknown host, connection lost, cancelled),
   # TimeoutError, SSLError. Request bodies are sent as one buffer (an IO is read whole first).
@@ -41,8 +47,12 @@ module RequestQueue
     # (decode_content: the adapter decodes bodies and drops their Content-Encoding, as Faraday's
     # net_http adapter does.)
     REQUEST_OPTIONS = (%i[retry priority tag max_response_size ca_file] + Transport::OPTIONS.keys - [:decode_content]).freeze
-    # Content-Encodings that libcurl decoded: the response no longer has them.
+    # Content-Encodings that libcurl decodes (a list of them, "deflate, gzip", too): the response
+    # no longer has them.
     DECODED = %w[gzip x-gzip deflate br zstd].freeze
+    # Faraday's names of TLS versions (ssl.min_version: :TLS1_2, "TLSv1_2") as the library's.
+    FARADAY_TLS_VERSIONS = { "TLS1" => "1.0", "TLS1_1" => "1.1", "TLS1_2" => "1.2", "TLS1_3" => "1.3" }.freeze
+
     # Headers that describe the connection or the framing: libcurl sets its own.
     SKIPPED_HEADERS = %w[connection keep-alive transfer-encoding content-length].freeze
 
@@ -170,30 +180,32 @@ module RequestQueue
       req = env[:request] || {}
       ssl = env[:ssl]
       options = @request_options.dup
-      options[:ca_file] = ssl[:ca_file] if ssl && ssl[:ca_file]
-      options[:unsafe_no_tls_verify] = true if ssl && ssl[:verify] == false
+      ssl_options(ssl, options) if ssl
       proxy = req[:proxy]
       if proxy && proxy[:uri] && !options.key?(:proxy)
         uri = URI(proxy[:uri].to_s)
-        uri.user = URI.encode_www_form_component(proxy[:user]) if proxy[:user]
-        uri.password = URI.encode_www_form_component(proxy[:password]) if proxy[:password]
+        uri.user = userinfo_escape(proxy[:user]) if proxy[:user]
+        uri.password = userinfo_escape(proxy[:password]) if proxy[:password]
         options[:proxy] = uri.to_s
       end
-      open = req[:open_timeout] || req[:timeout]
-      idle = [req[:read_timeout], req[:write_timeout]].compact.max || req[:timeout]
-      options[:connect_timeout] = open if open
-      options[:idle_timeout] = idle if idle
       headers = env[:request_headers].reject { |name, _| SKIPPED_HEADERS.include?(name.to_s.downcase) }
       body = env[:body]
       body = body.read if body.respond_to?(:read) # Faraday::CompositeReadIO (multipart), IO
       body = nil if body.is_a?(String) && body.empty? && !%i[post put patch].include?(env[:method])
+      open, read, write = req.values_at(:open_timeout, :read_timeout, :write_timeout).map { |t| t || req[:timeout] }
+      # The response must begin within the read timeout; without a body to write, it is the idle
+      # limit too.
+      idle = body.to_s.empty? ? read : [read, write].compact.max
+      options[:connect_timeout] = open if open
+      options[:idle_timeout] = idle if idle
+      options[:header_timeout] = read if read
       request = Request.new(env[:url].to_s, method: env[:method], headers: headers, body: body,
                                             max_redirects: 0, **options)
       on_data = req[:on_data]
       if on_data
         request.on_head do |head|
           env.status = head.status
-          env.response_headers = ::Faraday::Utils::Headers.new.update(head.headers.to_h)
+          env.response_headers = ::Faraday::Utils::Headers.new.update(response_headers(env, head))
         end
         request.on_body do |chunk, offset|
           streamed[:bytes] = offset + chunk.bytesize
@@ -203,6 +215,52 @@ module RequestQueue
       request
     rescue RequestQueue::CallError => e
       raise ::Faraday::ConnectionFailed, e
+    end
+
+    # The headers of a response or head for Faraday: without Content-Encoding and Content-Length
+    # when libcurl decodes the body.
+    def response_headers(env, response)
+      headers = response.headers.to_h
+      return headers unless decoded?(env, response)
+
+      headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
+    end
+
+    # Whether libcurl decoded the body of `response` (a HEAD, 204 or 304 has none: its
+    # Content-Encoding and Content-Length stay, as net_http leaves them).
+    def decoded?(env, response)
+      return false if env[:method] == :head || [204, 304].include?(response.status)
+
+      codings = response["content-encoding"].to_s.downcase.split(",").map(&:strip).reject(&:empty?)
+      codings.any? { |coding| DECODED.include?(coding) } &&
+        codings.all? { |coding| DECODED.include?(coding) || coding == "identity" }
+    end
+
+    # Faraday's ssl options as request options. Certificate and key objects cannot be handed to
+    # libcurl: refused rather than left out (the server would refuse the connection instead).
+    def ssl_options(ssl, options)
+      options[:ca_file] = ssl[:ca_file] if ssl[:ca_file]
+      options[:ca_dir] = ssl[:ca_path] if ssl[:ca_path]
+      options[:unsafe_no_tls_verify] = true if ssl[:verify] == false
+      if ssl[:min_version]
+        options[:tls_min_version] = FARADAY_TLS_VERSIONS.fetch(ssl[:min_version].to_s.upcase.delete("V")) do
+          raise ArgumentError, "requestqueue adapter: ssl.min_version #{ssl[:min_version].inspect} is not one of " \
+                               "#{FARADAY_TLS_VERSIONS.keys.map(&:to_sym).map(&:inspect).join(", ")}"
+        end
+      end
+      %i[client_cert client_key].each do |name|
+        next unless ssl[name]
+
+        raise ArgumentError, "requestqueue adapter: ssl.#{name} (an OpenSSL object) cannot be used; give the " \
+                             "adapter the files instead: f.adapter :requestqueue, client_cert: \"cert.pem\", " \
+                             "client_key: \"key.pem\" (key_password: if it is encrypted)"
+      end
+    end
+
+    # A proxy user or password percent-encoded for the URL's user information, which libcurl
+    # decodes (a form's "+" for a space would reach the proxy as "+").
+    def userinfo_escape(text)
+      URI.encode_www_form_component(text.to_s).gsub("+", "%20")
     end
 
     # Faraday 2 passes the env as a third argument to an on_data that takes it.
@@ -220,11 +278,7 @@ module RequestQueue
           deliver(on_data, body, body.bytesize, env) if streamed[:bytes].nil? && !body.empty?
           body = +""
         end
-        headers = response.headers.to_h
-        if DECODED.include?(response["content-encoding"].to_s.strip.downcase)
-          headers = headers.reject { |name, _| %w[content-encoding content-length].include?(name.to_s.downcase) }
-        end
-        save_response(env, response.status, body, headers)
+        save_response(env, response.status, body, response_headers(env, response))
         # In a parallel block Faraday leaves finishing the response (its on_complete callbacks) to
         # the adapter.
         env.response.finish(env) if env.parallel? && !env.response.finished?
