@@ -271,7 +271,7 @@ def _httpx_error(request: httpx.Request, response: Response, body: bytes) -> Exc
         # request or not, whose metrics show no connect step: a read or write timeout.
         if (metrics is None or metrics.connect is None) and not message.startswith(_STALL_MESSAGES):
             error = httpx.ConnectTimeout
-        elif body and metrics.bytes_up < len(body) and not metrics.first_byte:
+        elif body and metrics is not None and metrics.bytes_up < len(body) and not metrics.first_byte:
             error = httpx.WriteTimeout
         else:
             error = httpx.ReadTimeout
