@@ -31,17 +31,19 @@ extension Queue {
     }
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
-    /// batch (`signalOwedEvents`); any other thread wakes it now. In inline mode the engine thread
-    /// runs its batch itself when it reaches the point of handing it over (the 64-event limit
-    /// included: `eventsOwedAreDue`), never from here (it may be inside libcurl).
+    /// batch (`signalOwedEvents`, from its loop, once the monitor is released: after 64 events
+    /// too, at the end of that turn, `eventsOwedAreDue`); any other thread wakes it now. (Woken
+    /// under the monitor, the delivery thread found it taken at once: a futex call on each side
+    /// and one more at its unlock, five per batch with the wake and the wait.) In inline mode the
+    /// engine thread runs its batch itself at that same point, never from here (it may be inside
+    /// libcurl).
     func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
             if eventsOwed == 0 { eventsOwedSince = Clock.now() }
             eventsOwed += 1
-            if eventsOwed < 64 || delivery == .inline { return }
-            eventsOwed = 0
+            return
         }
         signalLocked()
     }
