@@ -200,6 +200,10 @@ final class Engine: @unchecked Sendable {
         }
     }
 
+    /// Whether the engine waits, or is about to, with no transfer running: it makes no turn until
+    /// something wakes it (`SpentResponses`).
+    var isIdle: Bool { wakeState.load(ordering: .sequentiallyConsistent) == Engine.sleeping }
+
     /// Whether the caller runs on this engine's thread (which marks itself when it starts).
     var isCurrentThread: Bool { pthread_getspecific(threadKey) == Unmanaged.passUnretained(self).toOpaque() }
     /// `Engine.threadKey` and `Engine.deferringKey`, read once: every read of a static checks its
@@ -234,6 +238,7 @@ final class Engine: @unchecked Sendable {
         var commands: [Command] = []
         while true {
             inboxLock.withLock { swap(&inbox, &commands) }
+            queue.spent.free()
             proxyInEnvironment = nil
             startedThisTurn = 0
             // (An empty array's removeAll still calls replaceSubrange: skipped, as the timers' below.)
@@ -367,6 +372,8 @@ final class Engine: @unchecked Sendable {
         let spin = idle && handedOver
         handedOver = false
         wakeState.store(idle ? Engine.sleeping : Engine.polling, ordering: .sequentiallyConsistent)
+        // (After that store: a deliverer that hands responses back later sees it, `isIdle`.)
+        if idle { queue.spent.free() }
         if inboxLock.withLock({ inbox.isEmpty }) {
             if idle {
                 if !spin || !idleSpin.spin(idleWake) { idleWake.wait(milliseconds: timeoutMs) }

@@ -2,6 +2,7 @@ import CCurl
 import CRequestQueueAPI
 import Glibc
 import RequestQueueCore
+import Synchronization
 
 // Delivery: the events a queue posts (progress, heads, body chunks, challenges, completions), run in
 // order by the delivery thread (threaded mode), by `rq_queue_dispatch` (dispatch mode), or by the
@@ -31,17 +32,19 @@ extension Queue {
     }
 
     /// Queues an event for delivery (monitor held). The engine thread tells the delivery once per
-    /// batch (`signalOwedEvents`); any other thread wakes it now. In inline mode the engine thread
-    /// runs its batch itself when it reaches the point of handing it over (the 64-event limit
-    /// included: `eventsOwedAreDue`), never from here (it may be inside libcurl).
+    /// batch (`signalOwedEvents`, from its loop, once the monitor is released: after 64 events
+    /// too, at the end of that turn, `eventsOwedAreDue`); any other thread wakes it now. (Woken
+    /// under the monitor, the delivery thread found it taken at once: a futex call on each side
+    /// and one more at its unlock, five per batch with the wake and the wait.) In inline mode the
+    /// engine thread runs its batch itself at that same point, never from here (it may be inside
+    /// libcurl).
     func postLocked(_ event: consuming Event) {
         undelivered += 1
         pending.pushBack(event)
         if engine.isCurrentThread {
             if eventsOwed == 0 { eventsOwedSince = Clock.now() }
             eventsOwed += 1
-            if eventsOwed < 64 || delivery == .inline { return }
-            eventsOwed = 0
+            return
         }
         signalLocked()
     }
@@ -154,9 +157,11 @@ extension Queue {
             engine.deferringWakeUps {
                 while let event = batch.popFront() {
                     run(event)
+                    handBackLater(event)
                     engine.flushDeferredWakeIfDue()
                 }
             }
+            spent.handBack { engine.isIdle }
             monitor.lock()
             delivered(count)
         }
@@ -235,6 +240,15 @@ extension Queue {
         // then finds the request finished.
         if case let .completion(request, _) = event {
             request.releaseHandleIfUnused(finishing: true)
+        }
+    }
+
+    /// After `run`: a response the engine made goes back to it with the batch (`SpentResponses`).
+    @inline(__always)
+    private func handBackLater(_ event: borrowing Event) {
+        switch event {
+        case let .completion(_, .response(response)), let .head(_, response): spent.add(response)
+        default: break
         }
     }
 
@@ -339,6 +353,7 @@ extension Queue {
                 }
                 guard let event = next else { break }
                 run(event)
+                handBackLater(event)
                 ran += 1
                 engine.flushDeferredWakeIfDue()
             }
@@ -346,6 +361,7 @@ extension Queue {
             // thread in the read.
             if let writes = reset { endEventFDReset(writes: writes) }
         }
+        spent.handBack { engine.isIdle }
         return ran
     }
 
@@ -394,4 +410,65 @@ func progressValue(done: Int64, total: Int64) -> Double {
     if total < 0 { return -1 }
     if total == 0 { return 1 }
     return min(1, max(0, Double(done) / Double(total)))
+}
+
+/// Threaded and dispatch modes: the responses (completions, heads) whose callbacks the delivering
+/// thread has run, handed back to the engine thread, which made them, to be freed there.
+///
+/// Freed by the delivering thread, a response's blocks (the object, its body and header lines)
+/// went back to the engine thread's malloc arena under that arena's lock, which the engine takes
+/// for its own allocations (libcurl's, the next responses) at the same time: on two cores the
+/// threads met on that lock, and each meeting cost a futex call on each side (bench/README.md, "The
+/// hand-over, continued"). Freed by the engine thread, they go to its own cache, for the next
+/// responses.
+///
+/// The deliverer hands a batch back (`handBack`); the engine frees it at its next turn, or before
+/// it waits idle (`free`). An idle engine (waiting with no transfer: `Engine.isIdle`) makes no
+/// turn until something wakes it, so a deliverer that finds it idle after handing back frees the
+/// responses itself (the engine allocates nothing then); the engine, once marked idle, looks
+/// here again before it waits. The deliverer's store of `waiting` comes before its look at the
+/// engine, the engine's mark before its look at `waiting` (all sequentially consistent), so one
+/// of the two sees the other's: no response stays here while the engine waits idle. (Waiting with
+/// transfers running, the engine turns at least once a second.)
+// @unchecked Sendable: `handedBack` under `lock`; `batch` on the delivering thread only (the
+// delivery thread, or `dispatch` under its lock); `taken` on the engine thread only.
+final class SpentResponses: @unchecked Sendable {
+    private let lock = Lock()
+    private var handedBack: [Response] = []
+    private let waiting = Atomic<Bool>(false)
+    /// The deliverer's batch, and the engine's array traded with `handedBack`: their storage is
+    /// kept, so that no hand-back allocates once they have grown.
+    private var batch: [Response] = []
+    private var taken: [Response] = []
+
+    /// Deliverer: `response`'s callbacks ran; it goes back with the batch.
+    func add(_ response: Response) { batch.append(response) }
+
+    /// Deliverer, after a batch: hands it back, or frees it when the engine is idle.
+    func handBack(engineIdle: () -> Bool) {
+        guard !batch.isEmpty else { return }
+        lock.withLock {
+            if handedBack.isEmpty { swap(&handedBack, &batch) } else { handedBack.append(contentsOf: batch) }
+            waiting.store(true, ordering: .sequentiallyConsistent)
+        }
+        batch.removeAll(keepingCapacity: true)
+        if engineIdle() {
+            take(into: &batch)
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Engine thread: frees what was handed back.
+    func free() {
+        guard waiting.load(ordering: .sequentiallyConsistent) else { return }
+        take(into: &taken)
+        taken.removeAll(keepingCapacity: true)
+    }
+
+    private func take(into empty: inout [Response]) {
+        lock.withLock {
+            swap(&empty, &handedBack)
+            waiting.store(false, ordering: .relaxed)
+        }
+    }
 }

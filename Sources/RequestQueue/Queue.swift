@@ -101,6 +101,9 @@ final class Queue: @unchecked Sendable {
     /// Inline mode, engine thread only: the batch being run, kept with its storage between batches
     /// (it trades places with `pending`: no allocation per batch).
     var inlineBatch = RingDeque<Event>()
+    /// Threaded and dispatch modes: the responses whose callbacks ran, handed back to the engine
+    /// thread that made them, to be freed there (Queue+Delivery.swift).
+    let spent = SpentResponses()
     /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
     private(set) var engine: Engine!
 
