@@ -244,10 +244,14 @@ extension Queue {
     }
 
     /// After `run`: a response the engine made goes back to it with the batch (`SpentResponses`).
+    /// One with a body of 64 KiB or more is released here at once: held until the engine's next
+    /// turn, large bodies would raise the peak memory of queues that collect them (and the
+    /// contention this avoids is that of many small blocks).
     @inline(__always)
     private func handBackLater(_ event: borrowing Event) {
         switch event {
-        case let .completion(_, .response(response)), let .head(_, response): spent.add(response)
+        case let .completion(_, .response(response)), let .head(_, response):
+            if response.bodyCount < 65_536 { spent.add(response) }
         default: break
         }
     }
