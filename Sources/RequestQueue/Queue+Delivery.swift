@@ -157,6 +157,7 @@ extension Queue {
                     engine.flushDeferredWakeIfDue()
                 }
             }
+            engine.releaseHere(&spentResponses)
             monitor.lock()
             delivered(count)
         }
@@ -268,6 +269,11 @@ extension Queue {
             }
         }
         if let free = request.contextFree { free(request.context) }
+        // Released on the engine thread, which made it (`Engine.releaseHere`); a large body is
+        // not held for that (its block is unmapped, with no arena lock).
+        if delivery != .inline, case let .response(response) = completion, response.bodyCount < 65_536 {
+            spentResponses.append(response)
+        }
     }
 
     /// Dispatch mode, at the end of a `dispatch` (monitor held): when nothing is pending and the
@@ -346,6 +352,7 @@ extension Queue {
             // thread in the read.
             if let writes = reset { endEventFDReset(writes: writes) }
         }
+        engine.releaseHere(&spentResponses)
         return ran
     }
 

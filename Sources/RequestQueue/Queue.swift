@@ -101,6 +101,10 @@ final class Queue: @unchecked Sendable {
     /// Inline mode, engine thread only: the batch being run, kept with its storage between batches
     /// (it trades places with `pending`: no allocation per batch).
     var inlineBatch = RingDeque<Event>()
+    /// Threaded and dispatch mode, the delivering thread only (the delivery thread; `dispatch`,
+    /// under `dispatchLock`): the responses of the completions it ran in its batch, handed to the
+    /// engine thread to be released there at the batch's end (`Engine.releaseHere`).
+    var spentResponses: [Response] = []
     /// Set at the end of `init` (the engine needs the finished queue); never nil afterwards.
     private(set) var engine: Engine!
 
