@@ -277,7 +277,12 @@ final class Engine: @unchecked Sendable {
                 case let .wake(at):
                     wakeAt = min(wakeAt ?? at, at)
                 case .shutdown:
-                    inboxLock.withLock { stopped = true }
+                    // (Responses delivered later are released by their deliverer: `releaseHere`.)
+                    inboxLock.withLock {
+                        stopped = true
+                        swap(&delivered, &release)
+                    }
+                    release.removeAll()
                     queue.signalOwedEvents()
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
