@@ -13,9 +13,10 @@ private let curlReady: Bool = {
 /// The libcurl loop of one queue, on a thread of its own. It owns a multi handle and only the
 /// transfers that are running: the queue decides what starts; the engine reports what ended.
 /// Other threads talk to it through `send`, which wakes it up.
-// @unchecked Sendable: `inbox`/`stopped` under `inboxLock`; `multiGone` under `multiLock`;
-// `wakeState` atomic; `idleWake` is a semaphore; `deferredWakeSince` only on the thread delivering
-// a batch; `thread` set in init, read only to join it; the rest on the engine thread only.
+// @unchecked Sendable: `inbox`/`stopped`/`delivered`/`waitsIdle` under `inboxLock`; `multiGone`
+// under `multiLock`; `wakeState` atomic; `idleWake` is a semaphore; `deferredWakeSince` only on
+// the thread delivering a batch; `thread` set in init, read only to join it; the rest on the
+// engine thread only.
 final class Engine: @unchecked Sendable {
     enum Command {
         case start(Request, UInt64)

@@ -269,8 +269,8 @@ extension Queue {
             }
         }
         if let free = request.contextFree { free(request.context) }
-        // Released on the engine thread, which made it (`Engine.releaseHere`); a large body is
-        // not held for that (its block is unmapped, with no arena lock).
+        // Released on the engine thread, which made it (`Engine.releaseHere`); one with a large
+        // body is released here at once rather than held until the engine's next turn.
         if delivery != .inline, case let .response(response) = completion, response.bodyCount < 65_536 {
             spentResponses.append(response)
         }
