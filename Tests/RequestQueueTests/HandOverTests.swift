@@ -45,9 +45,11 @@ import Testing
     /// right after its callback, while the engine is busy (here with a transfer that waits 5 s).
     /// Dispatch mode: the deliverer is this thread, so "right after" is when dispatch returns.
     @Test func aLargeBodysResponseIsReleasedByItsDeliverer() throws {
-        let q = try makeQueue(RQ_DELIVERY_DISPATCH, max: 4)
-        defer { _ = rq_queue_free(q) }
         let seen = Seen()
+        let q = try makeQueue(RQ_DELIVERY_DISPATCH, max: 4)
+        // The queue's free delivers what is left (the small body, the slow request's cancellation)
+        // to callbacks given `seen`: it lives until then.
+        defer { withExtendedLifetime(seen) { _ = rq_queue_free(q) } }
         let context = Unmanaged.passUnretained(seen).toOpaque()
         var slow: OpaquePointer?
         try #require(rq_request_new(fixture.url("/delay?s=5"), &slow) == RQ_OK)
@@ -90,9 +92,10 @@ import Testing
     @Test(arguments: [RQ_DELIVERY_THREADED, RQ_DELIVERY_DISPATCH])
     func noResponseOutlivesItsCallbackOnceTheQueueIsIdle(delivery: rq_delivery) throws {
         let total = 96, size = 3000
-        let q = try makeQueue(delivery, max: 8)
-        defer { _ = rq_queue_free(q) }
         let seen = Seen()
+        let q = try makeQueue(delivery, max: 8)
+        var freed = false
+        defer { withExtendedLifetime(seen) { if !freed { _ = rq_queue_free(q) } } }
         let context = Unmanaged.passUnretained(seen).toOpaque()
         for index in 0..<total {
             var r: OpaquePointer?
@@ -119,6 +122,9 @@ import Testing
         // a deliverer that finds it idle frees at once. Either way, none but the retained stays.
         while seen.live > retained.count, Date() < deadline { usleep(1000) }
         #expect(seen.live == retained.count, "responses kept after their callbacks, the queue idle")
+        // The retained ones are the caller's: readable after the queue's free too.
+        #expect(rq_queue_free(q) == RQ_OK)
+        freed = true
         for pointer in retained {
             var length = 0
             let body = rq_response_body(pointer, &length)
