@@ -16,12 +16,6 @@ enum RequestState: UInt32 {
 // once added), runtime under the owning queue's monitor, delivery fields on the delivering thread
 // (see the field groups below).
 final class Request: @unchecked Sendable {
-    struct Header {
-        let name: String
-        let lowercasedName: String
-        let value: [UInt8]
-    }
-
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
     /// before it, and never while another request's is held: requests share a set of locks.
     var lock: StripedLock { Request.locks.lock(for: HandleTable.slot(of: handle)) }
@@ -89,7 +83,8 @@ final class Request: @unchecked Sendable {
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
-    var headers: [Header] = []
+    /// The header lines, as libcurl's header list takes them (`HeaderLines`).
+    var headers = RequestHeaders()
     /// The body to send: a new buffer made by `rq_request_set_body`, never appended to later.
     var body = ByteBuffer.empty
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
@@ -329,10 +324,7 @@ struct DuplicateKey: Hashable {
         var hasher = Hasher()
         hasher.combine(request.method)
         hasher.combine(request.url.string)
-        for header in request.headers {
-            hasher.combine(header.lowercasedName)
-            hasher.combine(header.value)
-        }
+        request.headers.hash(into: &hasher)
         // The body by its length and at most its first and last 4 KiB: adding a large upload
         // makes no pass over all of it (equal keys still compare every byte, below).
         let body = UnsafeRawBufferPointer(request.body.bytes)
@@ -360,8 +352,7 @@ struct DuplicateKey: Hashable {
     static func == (a: DuplicateKey, b: DuplicateKey) -> Bool {
         let x = a.request, y = b.request
         return a.hash == b.hash && x.method == y.method && x.url.string == y.url.string
-            && x.headers.count == y.headers.count
-            && zip(x.headers, y.headers).allSatisfy { $0.lowercasedName == $1.lowercasedName && $0.value == $1.value }
+            && x.headers.sameLines(as: y.headers)
             && sameBody(x.body, y.body)
     }
 }

@@ -1,0 +1,254 @@
+import Glibc
+
+/// A request's header lines, kept as libcurl's header list takes them: "Name: value", or "Name;"
+/// for an empty value (libcurl sends it as "Name:"), NUL-terminated. All of a request's lines are
+/// in one buffer, made once by the caller's thread (`rq_request_set_header`) and read in place by
+/// the engine for each attempt: one allocation for them all, none per attempt. Names are
+/// validated tokens (ASCII) and compare without regard to case; values are validated (no NUL, CR
+/// or LF) and trimmed.
+/// Copy on write: a copy shares the buffer until one of them changes.
+// @unchecked Sendable: the buffer is never written while shared (copy on write).
+public struct RequestHeaders: @unchecked Sendable {
+    /// One record per line: the entry's length (UInt32, its NUL included), the name's length
+    /// (UInt16), then the entry. The lengths let a lookup step over a long value. A buffer of its
+    /// own rather than an `Array`: making an array of a given size went through the runtime's
+    /// generic metadata lookup, about 250 instructions per header set.
+    private final class Storage: ManagedBuffer<(used: Int, capacity: Int), UInt8> {
+        static func make(capacity: Int) -> Storage {
+            unsafeDowncast(Storage.create(minimumCapacity: capacity) { _ in (0, capacity) }, to: Storage.self)
+        }
+    }
+
+    /// Nil until the first line.
+    private var storage: Storage?
+    /// The number of lines.
+    public private(set) var count = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { count == 0 }
+
+    private static let recordHeader = 6
+
+    /// One line, valid only inside the closure that was given it.
+    public struct Line {
+        /// The name as given.
+        public let name: UnsafeBufferPointer<UInt8>
+        /// The value (empty for "Name;").
+        public let value: UnsafeBufferPointer<UInt8>
+        /// The whole entry, NUL-terminated, as libcurl's header list takes it.
+        public let entry: UnsafePointer<CChar>
+        /// Where its record lies in the storage.
+        fileprivate let record: Range<Int>
+
+        /// Whether the name is `lowercased` (ASCII letters in any case).
+        public func isNamed(_ lowercased: StaticString) -> Bool {
+            RequestHeaders.sameName(name, UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
+        }
+    }
+
+    /// Calls `body` with each line in order until it returns true; returns whether one did.
+    @discardableResult
+    public func first(where body: (Line) -> Bool) -> Bool {
+        guard count > 0 else { return false }
+        return withBytes { b in
+            var at = 0
+            while let line = RequestHeaders.line(at: at, in: b) {
+                if body(line) { return true }
+                at = line.record.upperBound
+            }
+            return false
+        }
+    }
+
+    /// The line whose record starts at `at` in `b`, nil at the end.
+    private static func line(at: Int, in b: UnsafeBufferPointer<UInt8>) -> Line? {
+        guard at + recordHeader <= b.count, let base = b.baseAddress else { return nil }
+        let length = Int(UnsafeRawPointer(base + at).loadUnaligned(as: UInt32.self))
+        let nameLength = Int(UnsafeRawPointer(base + at + 4).loadUnaligned(as: UInt16.self))
+        let start = base + at + recordHeader
+        // "Name: value\0" or "Name;\0".
+        let valueStart = min(nameLength + 2, length - 1)
+        return Line(name: UnsafeBufferPointer(start: start, count: nameLength),
+                    value: UnsafeBufferPointer(start: start + valueStart, count: length - 1 - valueStart),
+                    entry: UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self),
+                    record: at ..< at + recordHeader + length)
+    }
+
+    /// Calls `body` with each line in order.
+    public func forEach(_ body: (Line) -> Void) {
+        first { line in
+            body(line)
+            return false
+        }
+    }
+
+    /// Whether a line is named `name` (any case of its letters).
+    public func contains(named name: UnsafeBufferPointer<UInt8>) -> Bool {
+        first { RequestHeaders.sameName($0.name, name) }
+    }
+
+    public func contains(named lowercased: StaticString) -> Bool {
+        first { $0.isNamed(lowercased) }
+    }
+
+    public func contains(named name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { contains(named: $0) }
+    }
+
+    /// Sets the header `name` (a valid token) to `value` (valid and trimmed): in the place of a
+    /// line of that name if there is one, else at the end. False when the request already has
+    /// `Validation.maxHeaderCount` lines (nothing changed then).
+    public mutating func set(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        var replaced: Range<Int>?
+        first { line in
+            guard RequestHeaders.sameName(line.name, name) else { return false }
+            replaced = line.record
+            return true
+        }
+        guard replaced != nil || count < Validation.maxHeaderCount else { return false }
+        guard let replaced else {
+            appendRecord(name: name, value: value)
+            count += 1
+            return true
+        }
+        var made = RequestHeaders()
+        withBytes { b in
+            made.appendBytes(UnsafeBufferPointer(rebasing: b[..<replaced.lowerBound]))
+            made.appendRecord(name: name, value: value)
+            made.appendBytes(UnsafeBufferPointer(rebasing: b[replaced.upperBound...]))
+        }
+        made.count = count
+        self = made
+        return true
+    }
+
+    /// Calls `body` with the records.
+    private func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        guard let storage else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+        return storage.withUnsafeMutablePointers { header, bytes in body(UnsafeBufferPointer(start: bytes, count: header.pointee.used)) }
+    }
+
+    /// Makes room for `extra` more bytes in a buffer of this value's own, then lets `write` fill
+    /// them (given where they start).
+    private mutating func append(_ extra: Int, _ write: (UnsafeMutablePointer<UInt8>) -> Void) {
+        let (used, capacity) = storage?.header ?? (0, 0)
+        if !isKnownUniquelyReferenced(&storage) || used + extra > capacity {
+            let grown = Storage.make(capacity: Swift.max(used + extra, capacity * 2))
+            if let storage {
+                storage.withUnsafeMutablePointerToElements { old in
+                    grown.withUnsafeMutablePointerToElements { $0.initialize(from: old, count: used) }
+                }
+            }
+            grown.header.used = used
+            storage = grown
+        }
+        storage?.withUnsafeMutablePointers { header, bytes in
+            write(bytes + header.pointee.used)
+            header.pointee.used += extra
+        }
+    }
+
+    private mutating func appendBytes(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let from = bytes.baseAddress, !bytes.isEmpty else { return }
+        append(bytes.count) { $0.initialize(from: from, count: bytes.count) }
+    }
+
+    /// Appends the record of a line ("Name: value" or "Name;", then NUL).
+    private mutating func appendRecord(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        let length = name.count + (value.isEmpty ? 2 : 3 + value.count)
+        append(RequestHeaders.recordHeader + length) { at in
+            UnsafeMutableRawPointer(at).storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
+            UnsafeMutableRawPointer(at + 4).storeBytes(of: UInt16(name.count).littleEndian, as: UInt16.self)
+            var next = at + RequestHeaders.recordHeader
+            if let n = name.baseAddress { next.initialize(from: n, count: name.count) }
+            next += name.count
+            if value.isEmpty {
+                next.initialize(to: UInt8(ascii: ";"))
+                next += 1
+            } else {
+                next.initialize(to: UInt8(ascii: ":"))
+                (next + 1).initialize(to: UInt8(ascii: " "))
+                if let v = value.baseAddress { (next + 2).initialize(from: v, count: value.count) }
+                next += 2 + value.count
+            }
+            next.initialize(to: 0)
+        }
+    }
+
+    /// Appends a line of other lines (a queue's defaults): no check of the count.
+    public mutating func append(_ line: Line) {
+        appendRecord(name: line.name, value: line.value)
+        count += 1
+    }
+
+    /// Removes the lines named `name` (any case).
+    public mutating func remove(named name: UnsafeBufferPointer<UInt8>) {
+        guard contains(named: name) else { return }
+        var kept = RequestHeaders()
+        forEach { line in
+            if !RequestHeaders.sameName(line.name, name) { kept.append(line) }
+        }
+        self = kept
+    }
+
+    /// Whether both hold the same lines, byte for byte, in the same order.
+    public func sameBytes(as other: RequestHeaders) -> Bool {
+        guard count == other.count else { return false }
+        return withBytes { a in
+            other.withBytes { b in
+                guard a.count == b.count else { return false }
+                guard let p = a.baseAddress, let q = b.baseAddress, p != q else { return true }
+                return memcmp(p, q, a.count) == 0
+            }
+        }
+    }
+
+    /// Whether both hold lines of the same names (any case) and values, in the same order.
+    public func sameLines(as other: RequestHeaders) -> Bool {
+        guard count == other.count else { return false }
+        return withBytes { a in
+            other.withBytes { b in
+                var at = (0, 0)
+                while let x = RequestHeaders.line(at: at.0, in: a), let y = RequestHeaders.line(at: at.1, in: b) {
+                    guard RequestHeaders.sameName(x.name, y.name), x.value.elementsEqual(y.value) else { return false }
+                    at = (x.record.upperBound, y.record.upperBound)
+                }
+                return true
+            }
+        }
+    }
+
+    /// Feeds the names (lowercased) and values to `hasher`: lines that are `sameLines` hash alike.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(count)
+        forEach { line in
+            var name: UInt64 = 0
+            for c in line.name { name = name &* 31 &+ UInt64(RequestHeaders.lowercase(c)) }
+            hasher.combine(name)
+            hasher.combine(bytes: UnsafeRawBufferPointer(line.value))
+        }
+    }
+
+    /// ASCII lowercase (a name is a token: its letters are ASCII).
+    @inline(__always)
+    public static func lowercase(_ c: UInt8) -> UInt8 { c &- 0x41 < 26 ? c | 0x20 : c }
+
+    /// The name lowercased, as a String.
+    public static func lowercased(_ name: UnsafeBufferPointer<UInt8>) -> String {
+        String(decoding: name.lazy.map(lowercase), as: UTF8.self)
+    }
+
+    /// Whether two names are equal without regard to the case of their letters.
+    public static func sameName(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        for i in 0..<a.count where lowercase(a[i]) != lowercase(b[i]) { return false }
+        return true
+    }
+
+    /// Whether `name` is `lowercased` (any case of its letters).
+    public static func isName(_ name: UnsafeBufferPointer<UInt8>, _ lowercased: StaticString) -> Bool {
+        sameName(name, UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
+    }
+}
