@@ -526,7 +526,7 @@ final class Transfer {
             contentLength = -1
             // A switch to another protocol that the request did not ask for (the library never
             // does): what follows is not HTTP, and libcurl would hand it over as the body.
-            if code == 101, let request, !request.headers.contains(named: "upgrade") {
+            if code == 101, let request, !request.headers.names.contains(.upgrade) {
                 return refuse("the server switched protocols (101 Switching Protocols), which was not asked for")
             }
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).

@@ -671,15 +671,18 @@ extension Transfer {
     /// Accept-Encoding line when decoding. Requests without header lines of their own share a
     /// list made once (`sharedHeaderLists`).
     private func setHeaders(_ r: Request, _ o: Options, agentLine: Bool) {
-        // (Most requests have no header lines of their own: nothing to look for then.)
+        // (Most requests have no header lines of their own, and remove none.)
         let own = !r.headers.isEmpty
         // Headers the caller removed (a NULL value), those the library or libcurl adds included.
         let removed = r.removedHeaders
-        let agent = agentLine && !(own && r.headers.contains(named: "user-agent")) && !removed.contains("user-agent")
-        let contentType = r.sendsBody && !(own && r.headers.contains(named: "content-type"))
+        func isRemoved(_ name: String) -> Bool { !removed.isEmpty && removed.contains(name) }
+        // Which of the names looked for here the request's lines have (known when they were set).
+        let names = r.headers.names
+        let agent = agentLine && !names.contains(.userAgent) && !isRemoved("user-agent")
+        let contentType = r.sendsBody && !names.contains(.contentType)
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        let encoding = (o.transport.decodeContent ?? true) && !(own && r.headers.contains(named: "accept-encoding"))
-            && !removed.contains("accept-encoding")
+        let encoding = (o.transport.decodeContent ?? true) && !names.contains(.acceptEncoding)
+            && !isRemoved("accept-encoding")
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
         var replaced: UnsafeMutablePointer<curl_slist>?
@@ -703,8 +706,10 @@ extension Transfer {
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
             // A Transfer-Encoding of the caller's frames a body: without one it would announce
             // chunks that never come (`o.sendsBody` is part of what a kept list matches).
+            let skipRange = resumeFrom > 0 && names.contains(.range)
+            let skipCoding = !o.sendsBody && names.contains(.transferEncoding)
             r.headers.forEach { line in
-                if (resumeFrom == 0 || !line.isNamed("range")) && (o.sendsBody || !line.isNamed("transfer-encoding")) {
+                if !(skipRange && line.isNamed("range")) && !(skipCoding && line.isNamed("transfer-encoding")) {
                     append(line.entry)
                 }
             }

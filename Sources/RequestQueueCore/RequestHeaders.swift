@@ -13,20 +13,60 @@ public struct RequestHeaders: @unchecked Sendable {
     /// (UInt16), then the entry. The lengths let a lookup step over a long value. A buffer of its
     /// own rather than an `Array`: making an array of a given size went through the runtime's
     /// generic metadata lookup, about 250 instructions per header set.
-    private final class Storage: ManagedBuffer<(used: Int, capacity: Int), UInt8> {
+    private final class Storage: ManagedBuffer<Header, UInt8> {
         static func make(capacity: Int) -> Storage {
-            unsafeDowncast(Storage.create(minimumCapacity: capacity) { _ in (0, capacity) }, to: Storage.self)
+            unsafeDowncast(Storage.create(minimumCapacity: capacity) { _ in Header(capacity: capacity) }, to: Storage.self)
         }
     }
 
-    /// Nil until the first line.
+    private struct Header {
+        /// Bytes used, and allocated.
+        var used = 0
+        var capacity = 0
+        /// The number of lines (at most `Validation.maxHeaderCount`).
+        var lines = 0
+        /// Which of the names the engine looks for have a line: known when a line is set, so
+        /// that each attempt reads a bit instead of comparing names.
+        var names: Names = []
+    }
+
+    /// Nil while there is no line. All the rest is in the storage: a request holds one pointer.
     private var storage: Storage?
-    /// The number of lines.
-    public private(set) var count = 0
 
     public init() {}
 
-    public var isEmpty: Bool { count == 0 }
+    public var count: Int { storage?.header.lines ?? 0 }
+
+    public var isEmpty: Bool { storage == nil }
+
+    /// Which of the names the library or libcurl treat apart have a line.
+    public var names: Names { storage?.header.names ?? [] }
+
+    /// Header names that the library or libcurl treat apart.
+    public struct Names: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let userAgent = Names(rawValue: 1)
+        public static let contentType = Names(rawValue: 2)
+        public static let acceptEncoding = Names(rawValue: 4)
+        public static let range = Names(rawValue: 8)
+        public static let transferEncoding = Names(rawValue: 16)
+        public static let upgrade = Names(rawValue: 32)
+
+        /// The name among these that `name` is (any case), if any.
+        public init(of name: UnsafeBufferPointer<UInt8>) {
+            let known: (Names, StaticString)? = switch name.count {
+            case 5: (.range, "range")
+            case 7: (.upgrade, "upgrade")
+            case 10: (.userAgent, "user-agent")
+            case 12: (.contentType, "content-type")
+            case 15: (.acceptEncoding, "accept-encoding")
+            case 17: (.transferEncoding, "transfer-encoding")
+            default: nil
+            }
+            if let (names, lowercased) = known, RequestHeaders.isName(name, lowercased) { self = names } else { self = [] }
+        }
+    }
 
     private static let recordHeader = 6
 
@@ -41,16 +81,14 @@ public struct RequestHeaders: @unchecked Sendable {
         /// Where its record lies in the storage.
         fileprivate let record: Range<Int>
 
-        /// Whether the name is `lowercased` (ASCII letters in any case).
-        public func isNamed(_ lowercased: StaticString) -> Bool {
-            RequestHeaders.sameName(name, UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
-        }
+        /// Whether the name is `lowercased` (see `isName`).
+        public func isNamed(_ lowercased: StaticString) -> Bool { RequestHeaders.isName(name, lowercased) }
     }
 
     /// Calls `body` with each line in order until it returns true; returns whether one did.
     @discardableResult
     public func first(where body: (Line) -> Bool) -> Bool {
-        guard count > 0 else { return false }
+        guard storage != nil else { return false }
         return withBytes { b in
             var at = 0
             while let line = RequestHeaders.line(at: at, in: b) {
@@ -61,7 +99,20 @@ public struct RequestHeaders: @unchecked Sendable {
         }
     }
 
+    /// Calls `body` with each line in order.
+    public func forEach(_ body: (Line) -> Void) {
+        guard storage != nil else { return }
+        withBytes { b in
+            var at = 0
+            while let line = RequestHeaders.line(at: at, in: b) {
+                body(line)
+                at = line.record.upperBound
+            }
+        }
+    }
+
     /// The line whose record starts at `at` in `b`, nil at the end.
+    @inline(__always)
     private static func line(at: Int, in b: UnsafeBufferPointer<UInt8>) -> Line? {
         guard at + recordHeader <= b.count, let base = b.baseAddress else { return nil }
         let length = Int(UnsafeRawPointer(base + at).loadUnaligned(as: UInt32.self))
@@ -75,21 +126,9 @@ public struct RequestHeaders: @unchecked Sendable {
                     record: at ..< at + recordHeader + length)
     }
 
-    /// Calls `body` with each line in order.
-    public func forEach(_ body: (Line) -> Void) {
-        first { line in
-            body(line)
-            return false
-        }
-    }
-
     /// Whether a line is named `name` (any case of its letters).
     public func contains(named name: UnsafeBufferPointer<UInt8>) -> Bool {
         first { RequestHeaders.sameName($0.name, name) }
-    }
-
-    public func contains(named lowercased: StaticString) -> Bool {
-        first { $0.isNamed(lowercased) }
     }
 
     public func contains(named name: String) -> Bool {
@@ -110,7 +149,6 @@ public struct RequestHeaders: @unchecked Sendable {
         guard replaced != nil || count < Validation.maxHeaderCount else { return false }
         guard let replaced else {
             appendRecord(name: name, value: value)
-            count += 1
             return true
         }
         var made = RequestHeaders()
@@ -119,7 +157,8 @@ public struct RequestHeaders: @unchecked Sendable {
             made.appendRecord(name: name, value: value)
             made.appendBytes(UnsafeBufferPointer(rebasing: b[replaced.upperBound...]))
         }
-        made.count = count
+        made.storage?.header.lines = count
+        made.storage?.header.names.formUnion(names)
         self = made
         return true
     }
@@ -133,15 +172,15 @@ public struct RequestHeaders: @unchecked Sendable {
     /// Makes room for `extra` more bytes in a buffer of this value's own, then lets `write` fill
     /// them (given where they start).
     private mutating func append(_ extra: Int, _ write: (UnsafeMutablePointer<UInt8>) -> Void) {
-        let (used, capacity) = storage?.header ?? (0, 0)
-        if !isKnownUniquelyReferenced(&storage) || used + extra > capacity {
-            let grown = Storage.make(capacity: Swift.max(used + extra, capacity * 2))
+        let header = storage?.header ?? Header()
+        if !isKnownUniquelyReferenced(&storage) || header.used + extra > header.capacity {
+            let grown = Storage.make(capacity: Swift.max(header.used + extra, header.capacity * 2))
             if let storage {
                 storage.withUnsafeMutablePointerToElements { old in
-                    grown.withUnsafeMutablePointerToElements { $0.initialize(from: old, count: used) }
+                    grown.withUnsafeMutablePointerToElements { $0.initialize(from: old, count: header.used) }
                 }
             }
-            grown.header.used = used
+            grown.header = Header(used: header.used, capacity: grown.header.capacity, lines: header.lines, names: header.names)
             storage = grown
         }
         storage?.withUnsafeMutablePointers { header, bytes in
@@ -155,8 +194,12 @@ public struct RequestHeaders: @unchecked Sendable {
         append(bytes.count) { $0.initialize(from: from, count: bytes.count) }
     }
 
-    /// Appends the record of a line ("Name: value" or "Name;", then NUL).
+    /// Appends the record of a line ("Name: value" or "Name;", then NUL), and counts it.
     private mutating func appendRecord(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        defer {
+            storage?.header.lines += 1
+            storage?.header.names.formUnion(Names(of: name))
+        }
         let length = name.count + (value.isEmpty ? 2 : 3 + value.count)
         append(RequestHeaders.recordHeader + length) { at in
             UnsafeMutableRawPointer(at).storeBytes(of: UInt32(length).littleEndian, as: UInt32.self)
@@ -180,7 +223,6 @@ public struct RequestHeaders: @unchecked Sendable {
     /// Appends a line of other lines (a queue's defaults): no check of the count.
     public mutating func append(_ line: Line) {
         appendRecord(name: line.name, value: line.value)
-        count += 1
     }
 
     /// Removes the lines named `name` (any case).
@@ -247,8 +289,23 @@ public struct RequestHeaders: @unchecked Sendable {
         return true
     }
 
-    /// Whether `name` is `lowercased` (any case of its letters).
+    /// Whether the token `name` is `lowercased` (lowercase letters, digits and "-") in any case of
+    /// its letters. A token's byte c is such a byte l in any case exactly when c | 0x20 == l (no
+    /// other byte of a token maps to a letter, a digit or "-"): eight bytes at a time.
     public static func isName(_ name: UnsafeBufferPointer<UInt8>, _ lowercased: StaticString) -> Bool {
-        sameName(name, UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
+        let n = name.count
+        guard n == lowercased.utf8CodeUnitCount, let p = name.baseAddress else { return n == 0 && lowercased.utf8CodeUnitCount == 0 }
+        let q = lowercased.utf8Start
+        var i = 0
+        while i + 8 <= n {
+            let a = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self), b = UnsafeRawPointer(q + i).loadUnaligned(as: UInt64.self)
+            guard a | 0x2020_2020_2020_2020 == b else { return false }
+            i += 8
+        }
+        while i < n {
+            guard p[i] | 0x20 == q[i] else { return false }
+            i += 1
+        }
+        return true
     }
 }

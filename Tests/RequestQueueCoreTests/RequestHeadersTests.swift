@@ -104,4 +104,55 @@ struct RequestHeadersTests {
         _ = set(&g, "A", "1")
         #expect(!f.sameLines(as: g))
     }
+
+    /// The names the engine looks for are known from the lines set, in any case, and forgotten
+    /// when their line goes.
+    @Test func theNamesLookedForFollowTheLines() {
+        var h = RequestHeaders()
+        #expect(h.names.isEmpty)
+        _ = set(&h, "USER-agent", "a")
+        _ = set(&h, "Content-Type", "t")
+        _ = set(&h, "Accept-Encodings", "x")   // not one of them
+        _ = set(&h, "range", "bytes=1-")
+        _ = set(&h, "Transfer-Encoding", "chunked")
+        _ = set(&h, "Upgrade", "")
+        #expect(h.names == [.userAgent, .contentType, .range, .transferEncoding, .upgrade])
+        _ = set(&h, "accept-encoding", "gzip")
+        #expect(h.names.contains(.acceptEncoding))
+        var name = "content-TYPE"
+        name.withUTF8 { h.remove(named: $0) }
+        #expect(!h.names.contains(.contentType) && h.names.contains(.userAgent))
+        for other in ["Rangf", "upgradE", "User-Agenu", "X"] {
+            var n = other
+            #expect(n.withUTF8 { RequestHeaders.Names(of: $0) } == (other == "upgradE" ? .upgrade : []))
+        }
+        var inherited = RequestHeaders()
+        h.forEach { inherited.append($0) }
+        #expect(inherited.names == h.names)
+        _ = set(&h, "USER-AGENT", "b")   // a replacement keeps them
+        #expect(h.names == inherited.names)
+    }
+
+    /// `isName` (a word at a time, c | 0x20) agrees with lowercasing every byte, for every token
+    /// byte at every place of names of the literal's length.
+    @Test func isNameAgreesWithLowercasing() {
+        let tokens = (UInt8(0)...0xFF).filter { (try? Validation.headerName([$0])) != nil }
+        func check(_ literal: StaticString) {
+            let expected = Array(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+            for position in expected.indices {
+                for c in tokens {
+                    var name = expected
+                    name[position] = c
+                    let fast = name.withUnsafeBufferPointer { RequestHeaders.isName($0, literal) }
+                    #expect(fast == (name.map(RequestHeaders.lowercase) == expected), "\(name)")
+                }
+            }
+            let upper = expected.map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }
+            #expect(upper.withUnsafeBufferPointer { RequestHeaders.isName($0, literal) })
+            #expect(!Array(expected.dropLast()).withUnsafeBufferPointer { RequestHeaders.isName($0, literal) })
+        }
+        check("transfer-encoding")
+        check("x-1")
+        check("range")
+    }
 }
