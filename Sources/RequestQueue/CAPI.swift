@@ -475,14 +475,9 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
     let byteCount = UInt(bitPattern: size)
     guard data != nil || byteCount == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "data is NULL but size is \(byteCount)") }
     return configure(pointer) { r in
-        let body = ByteBuffer()
-        if let data, byteCount > 0 {
-            guard byteCount <= UInt(Int.max / 2), body.append(data, Int(byteCount)) else {
-                return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for a body of \(byteCount) bytes")
-            }
+        guard byteCount <= UInt(Int.max / 2), r.setBody(copying: data, count: Int(byteCount)) else {
+            return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for a body of \(byteCount) bytes")
         }
-        r.body = body
-        r.hasBody = true
         return RQ_OK
     }
 }
@@ -493,8 +488,9 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
     // (No memory holds more than half the address space, so no caller's buffer does.)
     guard byteCount <= UInt(Int.max) else { return fail(RQ_ERR_INVALID_ARGUMENT, "size \(byteCount) is larger than any buffer") }
     return configure(pointer) { r in
-        r.body = data.map { ByteBuffer(borrowing: $0, count: Int(byteCount)) } ?? ByteBuffer()
-        r.hasBody = true
+        guard r.setBody(borrowing: data, count: Int(byteCount)) else {
+            return fail(RQ_ERR_OUT_OF_MEMORY, "no memory to record where the body is")
+        }
         return RQ_OK
     }
 }

@@ -412,7 +412,7 @@ final class Transfer {
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, r.body.baseAddress ?? UnsafeRawPointer(emptyCString))
             postFieldsSet = true
         }
     }

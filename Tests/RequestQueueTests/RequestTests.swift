@@ -234,6 +234,46 @@ import Testing
         #expect(json["body_len"] as? Int == 0 && (json["headers"] as? [String: String])?["content-length"] == "0")
     }
 
+    /// A body set again replaces the one before, copied or borrowed, of any size (each kind is
+    /// kept in its own way: the request frees only what it copied).
+    @Test func theLastBodySetIsTheOneSent() throws {
+        let lent: [UInt8] = Array("lent".utf8)
+        let large = [UInt8](repeating: 0x61, count: 100_000)   // above MemoryReserve.largeBuffer
+        let cases: [(name: String, expected: [UInt8], set: (OpaquePointer?) -> Void)] = [
+            ("copied, then borrowed", lent, { r in
+                _ = rq_request_set_body(r, "first", 5)
+                _ = lent.withUnsafeBytes { rq_request_set_body_borrowed(r, $0.baseAddress, $0.count) }
+            }),
+            ("borrowed, then copied", Array("second".utf8), { r in
+                _ = lent.withUnsafeBytes { rq_request_set_body_borrowed(r, $0.baseAddress, $0.count) }
+                _ = rq_request_set_body(r, "second", 6)
+            }),
+            ("large, then small", Array("small".utf8), { r in
+                _ = large.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+                _ = rq_request_set_body(r, "small", 5)
+            }),
+            ("small, then large", large, { r in
+                _ = rq_request_set_body(r, "small", 5)
+                _ = large.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+            }),
+            ("copied, then empty", [], { r in
+                _ = rq_request_set_body(r, "gone", 4)
+                _ = rq_request_set_body(r, nil, 0)
+            }),
+        ]
+        for c in cases {
+            // (The borrowed bytes outlive the request: `lent` is alive until the test returns.)
+            let (done, _) = try run("/echo") { r in
+                _ = rq_request_set_method(r, "POST")
+                c.set(r)
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(done.body)) as? [String: Any], "\(c.name)")
+            #expect(json["body_len"] as? Int == c.expected.count, "\(c.name)")
+            let sent = (json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) }
+            #expect(sent == c.expected, "\(c.name)")
+        }
+    }
+
     /// One handle, one request after the other: a request whose header lines make the same list
     /// as the one before reuses it (Transfer.OwnHeaderList); any difference (a value, a name's
     /// case, a removal, one line more, none of its own) gets its own lines.
