@@ -695,12 +695,20 @@ extension Transfer {
             func append(_ line: UnsafePointer<CChar>?) {
                 if let line, let longer = curl_slist_append(list, line) { list = longer } else { whole = false }
             }
-            if agent {
+            // The User-Agent and Accept-Encoding lines first (libcurl sends its own lines for
+            // these options before the list's too); the default ones as one entry, as in the
+            // shared lists (`sharedHeaderLists`): libcurl formats each entry, about 350
+            // instructions besides its bytes.
+            if agent, encoding, o.agent.isStandard {
+                acceptEncodingOffLine.withUnsafeBufferPointer { append($0.baseAddress) }
+                agentAndEncodingLines.withUnsafeBufferPointer { append($0.baseAddress) }
+            } else {
                 switch o.agent {
-                case .standard: defaultUserAgentLine.withUnsafeBufferPointer { append($0.baseAddress) }
-                case let .custom(_, line?): line.withUnsafeBufferPointer { append($0.baseAddress) }
+                case .standard where agent: defaultUserAgentLine.withUnsafeBufferPointer { append($0.baseAddress) }
+                case let .custom(_, line?) where agent: line.withUnsafeBufferPointer { append($0.baseAddress) }
                 default: break
                 }
+                if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
             }
             // Resuming a download: our Range header replaces the request's.
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
@@ -719,7 +727,6 @@ extension Transfer {
                 append(name + ":")
             }
             if contentType { contentTypeOffLine.withUnsafeBufferPointer { append($0.baseAddress) } }
-            if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
             replaced = ownHeaderList.list
             ownHeaderList = OwnHeaderList(list: list, headers: r.headers, removed: removed,
                                           options: resumeFrom == 0 && whole ? o : nil, index: index)

@@ -315,6 +315,50 @@ import Testing
         }
     }
 
+    /// A request with header lines of its own sends the default User-Agent and Accept-Encoding
+    /// lines once each, before its own (libcurl is given them as one entry, as for a request
+    /// without lines of its own), and its own lines as given, in their order; a removed default
+    /// or the caller's own value replaces the default line.
+    @Test func theDefaultLinesComeOnceBeforeTheRequestsOwn() throws {
+        let cases: [(tag: String, lines: [(String, String?)])] = [
+            ("post", [("Content-Type", "application/json"), ("X-Trace", "7")]),
+            ("own agent", [("X-Trace", "7"), ("User-Agent", "mine/1")]),
+            ("own encoding", [("Accept-Encoding", "gzip"), ("X-Trace", "7")]),
+            ("no agent", [("User-Agent", nil), ("X-Trace", "7")]),
+        ]
+        for c in cases {
+            let (done, _) = try run("/inspect") { r in
+                _ = rq_request_set_method(r, "POST")
+                for (name, value) in c.lines { _ = rq_request_set_header(r, name, value) }
+                _ = rq_request_set_body(r, "{}", 2)
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(done.body)) as? [String: Any], "\(c.tag)")
+            let sent = (json["headers"] as? [[String]] ?? []).map { ($0.first ?? "", $0.last ?? "") }
+            func lines(_ name: String) -> [String] { sent.filter { $0.0.lowercased() == name }.map(\.1) }
+            func place(_ name: String) -> Int { sent.firstIndex { $0.0.lowercased() == name } ?? -1 }
+            let own = c.lines.compactMap { line in line.1.map { (line.0, $0) } }
+            for (name, value) in own { #expect(lines(name.lowercased()) == [value], "\(c.tag) \(name)") }
+            // The caller's lines in their order, after the default lines.
+            let places = own.map { place($0.0.lowercased()) }
+            #expect(places == places.sorted() && !places.contains(-1), "\(c.tag): \(sent)")
+            let agent = lines("user-agent"), encoding = lines("accept-encoding")
+            switch c.tag {
+            case "own agent":
+                #expect(agent == ["mine/1"] && encoding.count == 1 && encoding[0].contains("gzip"), "\(sent)")
+                #expect(place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            case "own encoding":
+                #expect(encoding == ["gzip"] && agent.count == 1 && agent[0].hasPrefix("librequestqueue/"), "\(sent)")
+                #expect(place("user-agent") < places.min() ?? 0, "\(sent)")
+            case "no agent":
+                #expect(agent.isEmpty && encoding.count == 1 && place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            default:
+                #expect(agent.count == 1 && agent[0].hasPrefix("librequestqueue/") && encoding.count == 1
+                        && encoding[0].contains("gzip") && encoding[0].contains("deflate"), "\(sent)")
+                #expect(place("user-agent") < place("accept-encoding") && place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            }
+        }
+    }
+
     @Test func aBodyGetsNoContentTypeUnlessGivenAndHeadHasNoBody() throws {
         let (c, _) = try run("/echo") { r in
             _ = rq_request_set_method(r, "POST")
