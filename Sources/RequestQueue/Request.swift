@@ -83,7 +83,7 @@ final class Request: @unchecked Sendable {
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
-    /// The header lines, as libcurl's header list takes them (`HeaderLines`).
+    /// The header lines, as libcurl's header list takes them (`RequestHeaders`).
     var headers = RequestHeaders()
     /// The body's block of memory (see `body`), nil while the body is empty.
     private var bodyBlock: UnsafeMutableRawPointer?

@@ -87,7 +87,7 @@ public struct RequestHeaders: @unchecked Sendable {
 
     /// Calls `body` with each line in order until it returns true; returns whether one did.
     @discardableResult
-    public func first(where body: (Line) -> Bool) -> Bool {
+    public func contains(where body: (Line) -> Bool) -> Bool {
         guard storage != nil else { return false }
         return withBytes { b in
             var at = 0
@@ -101,13 +101,9 @@ public struct RequestHeaders: @unchecked Sendable {
 
     /// Calls `body` with each line in order.
     public func forEach(_ body: (Line) -> Void) {
-        guard storage != nil else { return }
-        withBytes { b in
-            var at = 0
-            while let line = RequestHeaders.line(at: at, in: b) {
-                body(line)
-                at = line.record.upperBound
-            }
+        contains { line in
+            body(line)
+            return false
         }
     }
 
@@ -128,7 +124,7 @@ public struct RequestHeaders: @unchecked Sendable {
 
     /// Whether a line is named `name` (any case of its letters).
     public func contains(named name: UnsafeBufferPointer<UInt8>) -> Bool {
-        first { RequestHeaders.sameName($0.name, name) }
+        contains { RequestHeaders.sameName($0.name, name) }
     }
 
     public func contains(named name: String) -> Bool {
@@ -141,7 +137,7 @@ public struct RequestHeaders: @unchecked Sendable {
     /// `Validation.maxHeaderCount` lines (nothing changed then).
     public mutating func set(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
         var replaced: Range<Int>?
-        first { line in
+        contains { line in
             guard RequestHeaders.sameName(line.name, name) else { return false }
             replaced = line.record
             return true
