@@ -300,7 +300,8 @@
  *   media type: a star, a slash and a star), Accept-Encoding (with decoding on,
  *   RQ_OPTION_DECODE_CONTENT), and for a body Content-Length. A header set on the request replaces
  *   the default of the same name, once; a header removed (`rq_request_set_header` with NULL) is not
- *   sent at all, defaults included.
+ *   sent at all, defaults included. The request's own headers follow Host, User-Agent, Accept and
+ *   Accept-Encoding, in the order they were set.
  * - Bodies: a request that sends a body (one was set, or the method is POST, PUT or PATCH) sends
  *   "Content-Length: <size>" ("0" for none) and no Transfer-Encoding, unless the caller set
  *   "Transfer-Encoding: chunked": the body then goes in chunks, without Content-Length ("chunked"

@@ -443,37 +443,29 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
 @c @implementation public func rq_request_set_header(_ pointer: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> rq_result {
     guard let nameBytes = cStringBytes(name) else { return null("name") }
     return configure(pointer) { r in
-        let headerName: String, lowercased: String
-        do throws(InputError) { (headerName, lowercased) = try Validation.headerName(contiguous: nameBytes) } catch {
-            return inputResult(error)
-        }
+        do throws(InputError) { try Validation.checkHeaderName(contiguous: nameBytes) } catch { return inputResult(error) }
         guard let valueBytes = cStringBytes(value) else {
-            r.headers.removeAll { $0.lowercasedName == lowercased }
-            r.removedHeaders.insert(lowercased)
+            r.headers.remove(named: nameBytes)
+            r.removedHeaders.insert(RequestHeaders.lowercased(nameBytes))
             return RQ_OK
         }
-        let headerValue: [UInt8]
-        do throws(InputError) { headerValue = try Validation.headerValue(contiguous: valueBytes) } catch {
+        let headerValue: UnsafeBufferPointer<UInt8>
+        do throws(InputError) { headerValue = try Validation.trimmedHeaderValue(contiguous: valueBytes) } catch {
+            let headerName = String(decoding: nameBytes, as: UTF8.self)
             return inputResult(InputError(.invalidHeader, "the value of header \"\(headerName)\" \(error.reason)"))
         }
         // The body's framing decides Content-Length: a caller's that differed from the body's size
         // made the server wait for bytes that never came, or read the rest of the body as the
         // next request on the connection.
-        if lowercased == "content-length" { return RQ_OK }
+        if RequestHeaders.isName(nameBytes, "content-length") { return RQ_OK }
         // Nor does it code a body any other way than chunked: another coding went out with the body
         // raw and a Content-Length beside it (RFC 9112 6.2: never both).
-        if lowercased == "transfer-encoding", headerValue.map({ $0 | 0x20 }) != Array("chunked".utf8) {
+        if RequestHeaders.isName(nameBytes, "transfer-encoding"), !headerValue.map({ $0 | 0x20 }).elementsEqual("chunked".utf8) {
             return fail(RQ_ERR_INVALID_HEADER, "Transfer-Encoding can only be \"chunked\" (the body sent in chunks): "
                         + "the library codes a body in no other way, and frames one without it by its Content-Length")
         }
-        let header = Request.Header(name: headerName, lowercasedName: lowercased, value: headerValue)
-        if let index = r.headers.firstIndex(where: { $0.lowercasedName == lowercased }) {
-            r.headers[index] = header
-        } else {
-            guard r.headers.count < Validation.maxHeaderCount else {
-                return fail(RQ_ERR_INVALID_HEADER, "the request already has \(Validation.maxHeaderCount) headers, the most allowed")
-            }
-            r.headers.append(header)
+        guard r.headers.set(name: nameBytes, value: headerValue) else {
+            return fail(RQ_ERR_INVALID_HEADER, "the request already has \(Validation.maxHeaderCount) headers, the most allowed")
         }
         return RQ_OK
     }
@@ -483,14 +475,9 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
     let byteCount = UInt(bitPattern: size)
     guard data != nil || byteCount == 0 else { return fail(RQ_ERR_NULL_ARGUMENT, "data is NULL but size is \(byteCount)") }
     return configure(pointer) { r in
-        let body = ByteBuffer()
-        if let data, byteCount > 0 {
-            guard byteCount <= UInt(Int.max / 2), body.append(data, Int(byteCount)) else {
-                return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for a body of \(byteCount) bytes")
-            }
+        guard byteCount <= UInt(Int.max / 2), r.setBody(copying: data, count: Int(byteCount)) else {
+            return fail(RQ_ERR_OUT_OF_MEMORY, "no memory for a body of \(byteCount) bytes")
         }
-        r.body = body
-        r.hasBody = true
         return RQ_OK
     }
 }
@@ -501,8 +488,9 @@ func newRequest(_ url: UnsafePointer<CChar>, _ bytes: UnsafeBufferPointer<UInt8>
     // (No memory holds more than half the address space, so no caller's buffer does.)
     guard byteCount <= UInt(Int.max) else { return fail(RQ_ERR_INVALID_ARGUMENT, "size \(byteCount) is larger than any buffer") }
     return configure(pointer) { r in
-        r.body = data.map { ByteBuffer(borrowing: $0, count: Int(byteCount)) } ?? ByteBuffer()
-        r.hasBody = true
+        guard r.setBody(borrowing: data, count: Int(byteCount)) else {
+            return fail(RQ_ERR_OUT_OF_MEMORY, "no memory to record where the body is")
+        }
         return RQ_OK
     }
 }

@@ -245,7 +245,7 @@ final class Queue: @unchecked Sendable {
         // hint was stale (`CancelPrefetch`).
         let layout = state.layout
         if layout != CancelPrefetch.layout { CancelPrefetch.start(request.id, layout, remember: true) }
-        guard let actions = state.cancel(request.id, now: Clock.now()) else {
+        guard let actions = state.cancel(request.id, now: state.startsReadClock ? Clock.now() : 0) else {
             monitor.unlock()
             return RQ_ERR_NOT_ACTIVE
         }

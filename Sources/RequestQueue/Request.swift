@@ -16,12 +16,6 @@ enum RequestState: UInt32 {
 // once added), runtime under the owning queue's monitor, delivery fields on the delivering thread
 // (see the field groups below).
 final class Request: @unchecked Sendable {
-    struct Header {
-        let name: String
-        let lowercasedName: String
-        let value: [UInt8]
-    }
-
     /// Guards the configuration, `state` and `callerHolds`. Taken after a queue's monitor, never
     /// before it, and never while another request's is held: requests share a set of locks.
     var lock: StripedLock { Request.locks.lock(for: HandleTable.slot(of: handle)) }
@@ -52,9 +46,9 @@ final class Request: @unchecked Sendable {
     var finished = false
     /// Delivering thread only: the body callback asked to stop; later chunks are dropped.
     var streamStopped = false
-    /// Configuration (see below): whether a body was set; whether this is a queue's defaults
+    /// Configuration (see below): how a body was set (`body`); whether this is a queue's defaults
     /// request (`rq_queue_get_defaults`): configured, never run or freed.
-    var hasBody = false
+    private(set) var bodyKind = BodyKind.none
     var isDefaults = false
     /// The queue that accepted the request, until it completes (a strong reference: a weak one
     /// hides the queue from leak checkers).
@@ -89,9 +83,10 @@ final class Request: @unchecked Sendable {
     // Configuration: written only while `state == .new`, read freely once frozen.
     var url: ValidatedURL
     var method = "GET"
-    var headers: [Header] = []
-    /// The body to send: a new buffer made by `rq_request_set_body`, never appended to later.
-    var body = ByteBuffer.empty
+    /// The header lines, as libcurl's header list takes them (`RequestHeaders`).
+    var headers = RequestHeaders()
+    /// The body's block of memory (see `body`), nil while the body is empty.
+    private var bodyBlock: UnsafeMutableRawPointer?
     /// Whether a body (possibly empty) is sent: one was set, or the method normally has one.
     /// (Asked several times per attempt: a GET does not hash its method.)
     var sendsBody: Bool { hasBody || (method != "GET" && HTTPMethods.sendingBody.contains(method)) }
@@ -280,6 +275,70 @@ final class Request: @unchecked Sendable {
         self.url = url
     }
 
+    deinit { free(bodyBlock) }
+
+    // The body.
+    enum BodyKind: UInt8 {
+        case none
+        /// `rq_request_set_body`: a copy of the caller's bytes, in `bodyBlock` after its size.
+        case copied
+        /// `rq_request_set_body_borrowed`: the caller's bytes, read in place (never written nor
+        /// freed here); `bodyBlock` holds their size and address.
+        case borrowed
+    }
+
+    /// Whether a body (possibly empty) was set.
+    var hasBody: Bool { bodyKind != .none }
+
+    /// The body to send (empty when none was set). Its size and bytes, or the caller's address,
+    /// are in one block of memory that the request holds by one pointer: no buffer object to
+    /// make and free beside it (bench/README.md, "The caller's side and small POSTs, continued").
+    var body: UnsafeRawBufferPointer {
+        guard let bodyBlock else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        let bytes = bodyKind == .borrowed ? bodyBlock.load(fromByteOffset: 8, as: UnsafeRawPointer?.self)
+            : UnsafeRawPointer(bodyBlock + Request.bodyOffset)
+        return UnsafeRawBufferPointer(start: bytes, count: bodyBlock.load(as: Int.self))
+    }
+
+    /// Where a copied body's bytes start in its block (after its size, 16-byte aligned).
+    private static let bodyOffset = 16
+
+    /// Sets the body to a copy of `count` bytes at `data`; false when memory ran out (nothing
+    /// changed then). `count` is at most `Int.max / 2`. Under `lock`, while the request is new.
+    func setBody(copying data: UnsafeRawPointer?, count: Int) -> Bool {
+        var block: UnsafeMutableRawPointer?
+        if let data, count > 0 {
+            // A large body must not take the last of the memory (see `MemoryReserve`).
+            if count >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: count) { return false }
+            guard let made = malloc(Request.bodyOffset + count) else { return false }
+            made.storeBytes(of: count, as: Int.self)
+            (made + Request.bodyOffset).copyMemory(from: data, byteCount: count)
+            block = made
+        }
+        replaceBody(block, .copied)
+        return true
+    }
+
+    /// Sets the body to the caller's `count` bytes at `data`, read in place; false when memory
+    /// ran out (nothing changed then). Under `lock`, while the request is new.
+    func setBody(borrowing data: UnsafeRawPointer?, count: Int) -> Bool {
+        var block: UnsafeMutableRawPointer?
+        if let data, count > 0 {
+            guard let made = malloc(Request.bodyOffset) else { return false }
+            made.storeBytes(of: count, as: Int.self)
+            made.storeBytes(of: data, toByteOffset: 8, as: UnsafeRawPointer.self)
+            block = made
+        }
+        replaceBody(block, .borrowed)
+        return true
+    }
+
+    private func replaceBody(_ block: UnsafeMutableRawPointer?, _ kind: BodyKind) {
+        free(bodyBlock)
+        bodyBlock = block
+        bodyKind = kind
+    }
+
     /// Registers the request in the handle table; returns its handle.
     func register() -> UInt {
         handle = HandleTable.shared.register(self, kind: .request)
@@ -329,13 +388,10 @@ struct DuplicateKey: Hashable {
         var hasher = Hasher()
         hasher.combine(request.method)
         hasher.combine(request.url.string)
-        for header in request.headers {
-            hasher.combine(header.lowercasedName)
-            hasher.combine(header.value)
-        }
+        request.headers.hash(into: &hasher)
         // The body by its length and at most its first and last 4 KiB: adding a large upload
         // makes no pass over all of it (equal keys still compare every byte, below).
-        let body = UnsafeRawBufferPointer(request.body.bytes)
+        let body = request.body
         hasher.combine(body.count)
         if body.count <= 2 * DuplicateKey.hashedEnd {
             hasher.combine(bytes: body)
@@ -351,17 +407,16 @@ struct DuplicateKey: Hashable {
     func hash(into hasher: inout Hasher) { hasher.combine(hash) }
 
     /// Same length and bytes (one `memcmp`; the same memory is equal at once).
-    private static func sameBody(_ x: ByteBuffer, _ y: ByteBuffer) -> Bool {
+    private static func sameBody(_ x: UnsafeRawBufferPointer, _ y: UnsafeRawBufferPointer) -> Bool {
         guard x.count == y.count else { return false }
-        guard x.count > 0, let p = x.base, let q = y.base, p != q else { return true }
+        guard x.count > 0, let p = x.baseAddress, let q = y.baseAddress, p != q else { return true }
         return memcmp(p, q, x.count) == 0
     }
 
     static func == (a: DuplicateKey, b: DuplicateKey) -> Bool {
         let x = a.request, y = b.request
         return a.hash == b.hash && x.method == y.method && x.url.string == y.url.string
-            && x.headers.count == y.headers.count
-            && zip(x.headers, y.headers).allSatisfy { $0.lowercasedName == $1.lowercasedName && $0.value == $1.value }
+            && x.headers.sameLines(as: y.headers)
             && sameBody(x.body, y.body)
     }
 }

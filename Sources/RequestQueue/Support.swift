@@ -255,29 +255,15 @@ enum CallbackContext {
 
 /// A growable byte buffer in malloc'ed memory, whose address is stable once it stops growing, so
 /// that C callers can borrow it. Allocation failure is reported, never a trap.
-// @unchecked Sendable: a request's body is written only while the request is new (under its striped
-// lock), then only read; a transfer's buffers stay on the engine thread; `empty` is never written.
+// @unchecked Sendable: a transfer's buffers stay on the engine thread.
 final class ByteBuffer: @unchecked Sendable {
     private(set) var base: UnsafeMutablePointer<UInt8>?
     private(set) var count = 0
     private var capacity = 0
-    /// Whether `base` is the caller's memory (`rq_request_set_body_borrowed`): never freed nor
-    /// grown here.
-    private let borrowed: Bool
 
-    init() { borrowed = false }
+    init() {}
 
-    /// The caller's `count` bytes at `base`, read in place (never written, grown or freed).
-    init(borrowing base: UnsafeRawPointer, count: Int) {
-        self.base = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
-        self.count = count
-        borrowed = true
-    }
-
-    /// The empty body of a request that sets none (never appended to).
-    static let empty = ByteBuffer()
-
-    deinit { if !borrowed { free(base) } }
+    deinit { free(base) }
 
     /// Appends bytes; returns false when memory ran out (the buffer is unchanged).
     func append(_ bytes: UnsafeRawPointer, _ size: Int) -> Bool {
@@ -299,7 +285,6 @@ final class ByteBuffer: @unchecked Sendable {
     }
 
     private func grow(to newCapacity: Int) -> Bool {
-        if borrowed { return false }
         // A large buffer must not take the last of the memory: the small allocations of the
         // rest of the process would then fail, and in Swift code that is a crash.
         if newCapacity >= MemoryReserve.largeBuffer, !MemoryReserve.remains(after: newCapacity) { return false }

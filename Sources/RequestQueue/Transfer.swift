@@ -412,7 +412,7 @@ final class Transfer {
         if let resolveOverrides { _ = ccurl_easy_setopt_ptr(easy, CURLOPT_RESOLVE, resolveOverrides) }
         if r.sendsBody {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, UnsafeRawPointer(r.body.base) ?? UnsafeRawPointer(emptyCString))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, r.body.baseAddress ?? UnsafeRawPointer(emptyCString))
             postFieldsSet = true
         }
     }
@@ -526,7 +526,7 @@ final class Transfer {
             contentLength = -1
             // A switch to another protocol that the request did not ask for (the library never
             // does): what follows is not HTTP, and libcurl would hand it over as the body.
-            if code == 101, let request, !request.headers.contains(where: { $0.lowercasedName == "upgrade" }) {
+            if code == 101, let request, !request.headers.names.contains(.upgrade) {
                 return refuse("the server switched protocols (101 Switching Protocols), which was not asked for")
             }
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).

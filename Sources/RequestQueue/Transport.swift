@@ -69,7 +69,7 @@ extension Request {
         let user: CString?, password: CString?
         let maxRedirects: Int, maxResponseSize: UInt64, caFile: CString?
         let retry: RetryPolicy
-        let headers: [Header]
+        let headers: RequestHeaders
         let transport: TransportSettings
     }
 
@@ -113,9 +113,11 @@ extension Request {
         if take.contains(.retryStatuses) { retry.statuses = values.retry.statuses }
         if take.contains(.retryNonIdempotent) { retry.retriesNonIdempotent = values.retry.retriesNonIdempotent }
         if take.contains(.maxAttempts) { retry.maxAttempts = values.retry.maxAttempts }
-        for header in values.headers where !removedHeaders.contains(header.lowercasedName)
-            && !headers.contains(where: { $0.lowercasedName == header.lowercasedName }) && headers.count < Validation.maxHeaderCount {
-            headers.append(header)
+        let removed = removedHeaders
+        values.headers.forEach { line in
+            guard headers.count < Validation.maxHeaderCount, !headers.contains(named: line.name),
+                  removed.isEmpty || !removed.contains(RequestHeaders.lowercased(line.name)) else { return }
+            headers.append(line)
         }
         transport = transport.inheriting(values.transport)
     }
@@ -594,7 +596,7 @@ extension Transfer {
     /// set on the handle or not, until a new list replaces it or the transfer goes (deinit).
     struct OwnHeaderList {
         var list: UnsafeMutablePointer<curl_slist>?
-        var headers: [Request.Header] = []
+        var headers = RequestHeaders()
         var removed: Set<String> = []
         /// The options the list was made with (the User-Agent line comes from them); nil: never
         /// reused (a resumed download's Range line, or a line missing: memory ran out).
@@ -603,10 +605,7 @@ extension Transfer {
         var index = 0
 
         func matches(_ r: Request, _ removed: Set<String>, _ o: Options, _ index: Int) -> Bool {
-            guard list != nil, options === o, self.index == index, headers.count == r.headers.count,
-                  self.removed == removed else { return false }
-            for (a, b) in zip(headers, r.headers) where a.name != b.name || a.value != b.value { return false }
-            return true
+            list != nil && options === o && self.index == index && headers.sameBytes(as: r.headers) && self.removed == removed
         }
     }
 
@@ -672,16 +671,18 @@ extension Transfer {
     /// Accept-Encoding line when decoding. Requests without header lines of their own share a
     /// list made once (`sharedHeaderLists`).
     private func setHeaders(_ r: Request, _ o: Options, agentLine: Bool) {
-        // (Most requests have no header lines of their own: nothing to look for then.)
+        // (Most requests have no header lines of their own, and remove none.)
         let own = !r.headers.isEmpty
-        func has(_ name: String) -> Bool { r.headers.contains { $0.lowercasedName == name } }
         // Headers the caller removed (a NULL value), those the library or libcurl adds included.
         let removed = r.removedHeaders
-        let agent = agentLine && !(own && has("user-agent")) && !removed.contains("user-agent")
-        let contentType = r.sendsBody && !(own && has("content-type"))
+        func isRemoved(_ name: String) -> Bool { !removed.isEmpty && removed.contains(name) }
+        // Which of the names looked for here the request's lines have (known when they were set).
+        let names = r.headers.names
+        let agent = agentLine && !names.contains(.userAgent) && !isRemoved("user-agent")
+        let contentType = r.sendsBody && !names.contains(.contentType)
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
-        let encoding = (o.transport.decodeContent ?? true) && !(own && has("accept-encoding"))
-            && !removed.contains("accept-encoding")
+        let encoding = (o.transport.decodeContent ?? true) && !names.contains(.acceptEncoding)
+            && !isRemoved("accept-encoding")
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
         var replaced: UnsafeMutablePointer<curl_slist>?
@@ -694,36 +695,38 @@ extension Transfer {
             func append(_ line: UnsafePointer<CChar>?) {
                 if let line, let longer = curl_slist_append(list, line) { list = longer } else { whole = false }
             }
-            if agent {
+            // The User-Agent and Accept-Encoding lines first (libcurl sends its own lines for
+            // these options before the list's too); the default ones as one entry, as in the
+            // shared lists (`sharedHeaderLists`): libcurl formats each entry, about 350
+            // instructions besides its bytes.
+            if agent, encoding, o.agent.isStandard {
+                acceptEncodingOffLine.withUnsafeBufferPointer { append($0.baseAddress) }
+                agentAndEncodingLines.withUnsafeBufferPointer { append($0.baseAddress) }
+            } else {
                 switch o.agent {
-                case .standard: defaultUserAgentLine.withUnsafeBufferPointer { append($0.baseAddress) }
-                case let .custom(_, line?): line.withUnsafeBufferPointer { append($0.baseAddress) }
+                case .standard where agent: defaultUserAgentLine.withUnsafeBufferPointer { append($0.baseAddress) }
+                case let .custom(_, line?) where agent: line.withUnsafeBufferPointer { append($0.baseAddress) }
                 default: break
                 }
+                if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
             }
             // Resuming a download: our Range header replaces the request's.
             if resumeFrom > 0 { append("Range: bytes=\(resumeFrom)-") }
             // A Transfer-Encoding of the caller's frames a body: without one it would announce
             // chunks that never come (`o.sendsBody` is part of what a kept list matches).
-            for header in r.headers where (resumeFrom == 0 || header.lowercasedName != "range")
-                && (o.sendsBody || header.lowercasedName != "transfer-encoding") {
-                var line = Array(header.name.utf8)
-                if header.value.isEmpty {
-                    line.append(UInt8(ascii: ";"))
-                } else {
-                    line.append(contentsOf: [UInt8(ascii: ":"), UInt8(ascii: " ")])
-                    line.append(contentsOf: header.value)
+            let skipRange = resumeFrom > 0 && names.contains(.range)
+            let skipCoding = !o.sendsBody && names.contains(.transferEncoding)
+            r.headers.forEach { line in
+                if !(skipRange && line.isNamed("range")) && !(skipCoding && line.isNamed("transfer-encoding")) {
+                    append(line.entry)
                 }
-                line.append(0)
-                line.withUnsafeBufferPointer { append(UnsafeRawPointer($0.baseAddress)?.assumingMemoryBound(to: CChar.self)) }
             }
             // "Name:" keeps libcurl from adding its own (Accept, Expect, User-Agent, Host, ...);
             // the body's framing stays libcurl's.
-            for name in removed where name != "content-length" && name != "transfer-encoding" && !(own && has(name)) {
+            for name in removed where name != "content-length" && name != "transfer-encoding" && !(own && r.headers.contains(named: name)) {
                 append(name + ":")
             }
             if contentType { contentTypeOffLine.withUnsafeBufferPointer { append($0.baseAddress) } }
-            if encoding { acceptEncodingHeader.withUnsafeBufferPointer { append($0.baseAddress) } }
             replaced = ownHeaderList.list
             ownHeaderList = OwnHeaderList(list: list, headers: r.headers, removed: removed,
                                           options: resumeFrom == 0 && whole ? o : nil, index: index)

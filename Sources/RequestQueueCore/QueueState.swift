@@ -326,6 +326,10 @@ public final class QueueState<Key: Hashable, Ref> {
         Layout(records: records.baseAddress, entries: scheduler.entryAddress(of: 0).map { UInt(bitPattern: $0) } ?? 0)
     }
 
+    /// Whether the `now` given to the calls that start requests matters: only a rate limit's
+    /// tokens read it. Without one a caller need not read the clock (a cancel does not).
+    public var startsReadClock: Bool { scheduler.rateLimit != nil }
+
     /// Calls `touch` with an address in each cache line that a cancel of `id` reads first, as
     /// `layout` placed them: its record with its ref (one line or two) and its scheduler entry, so
     /// that the owner can start loading them all at once with a prefetch, even before it takes its

@@ -291,44 +291,35 @@ public enum Validation {
         return value
     }
 
-    /// `headerName` for the bytes of a C string, with the name lowercased too, in one pass over
-    /// the bytes (a token's letters are ASCII: lowercasing is `| 0x20` on "A"..."Z"). Accepts and
-    /// refuses exactly what `headerName` does, with its messages (made only for a refused name).
-    public static func headerName(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> (name: String, lowercased: String) {
+    /// `headerName` for the bytes of a C string, checked in place against a bitmap of the token
+    /// bytes: accepts and refuses exactly what `headerName` does, with its messages (made only for
+    /// a refused name).
+    public static func checkHeaderName(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) {
         let n = b.count
-        guard n > 0, n <= maxHeaderNameLength, let p = b.baseAddress else { return try headerNameLowercased(b) }
+        guard n > 0, n <= maxHeaderNameLength, let p = b.baseAddress else {
+            _ = try headerName(b)
+            return
+        }
         // RFC 9110 tchar as a bitmap: bit c of `low` (c < 64) or of `high` (64 <= c < 128).
         let low: UInt64 = 0x03FF_6CFA_0000_0000, high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
-        var upper = false
         for i in 0..<n {
             let c = p[i]
-            guard c < 0x80, ((c < 0x40 ? low : high) &>> UInt64(c & 0x3F)) & 1 != 0 else { return try headerNameLowercased(b) }
-            upper = upper || c &- 0x41 < 26
-        }
-        let name = String(decoding: b, as: UTF8.self)
-        guard upper else { return (name, name) }
-        let lowercased = String(unsafeUninitializedCapacity: n) { out in
-            for i in 0..<n {
-                let c = p[i]
-                out[i] = c &- 0x41 < 26 ? c | 0x20 : c
+            guard c < 0x80, ((c < 0x40 ? low : high) &>> UInt64(c & 0x3F)) & 1 != 0 else {
+                _ = try headerName(b)
+                return
             }
-            return n
         }
-        return (name, lowercased)
-    }
-
-    /// `headerName` (which throws for the names `headerName(contiguous:)` refuses), lowercased.
-    private static func headerNameLowercased(_ b: UnsafeBufferPointer<UInt8>) throws(InputError) -> (name: String, lowercased: String) {
-        let name = try headerName(b)
-        return (name, name.lowercased())
     }
 
     /// `headerValue` for the bytes of a C string: the check for NUL, CR and LF eight bytes at a
-    /// time, then the trim, and one copy of the trimmed bytes. Accepts and refuses exactly what
+    /// time, then the trim, in place: the trimmed bytes of `b`. Accepts and refuses exactly what
     /// `headerValue` does, with its messages (made only for a refused value).
-    public static func headerValue(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> [UInt8] {
+    public static func trimmedHeaderValue(contiguous b: UnsafeBufferPointer<UInt8>) throws(InputError) -> UnsafeBufferPointer<UInt8> {
         let n = b.count
-        guard n > 0, n <= maxHeaderValueLength, let p = b.baseAddress else { return try headerValue(b) }
+        guard n > 0, n <= maxHeaderValueLength, let p = b.baseAddress else {
+            _ = try headerValue(b)
+            return UnsafeBufferPointer(start: b.baseAddress, count: 0)
+        }
         // A word holds a 0 byte when (w - 0x01...) & ~w & 0x80... is not 0 (exact); CR and LF are
         // the 0 bytes of w ^ 0x0D... and w ^ 0x0A....
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
@@ -336,18 +327,24 @@ public enum Validation {
         var i = 0
         while i + 8 <= n {
             let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
-            guard !hasZero(w), !hasZero(w ^ (ones &* 0x0D)), !hasZero(w ^ (ones &* 0x0A)) else { return try headerValue(b) }
+            guard !hasZero(w), !hasZero(w ^ (ones &* 0x0D)), !hasZero(w ^ (ones &* 0x0A)) else {
+                _ = try headerValue(b)
+                return UnsafeBufferPointer(start: p, count: 0)
+            }
             i += 8
         }
         while i < n {
             let c = p[i]
-            guard c != 0, c != 0x0D, c != 0x0A else { return try headerValue(b) }
+            guard c != 0, c != 0x0D, c != 0x0A else {
+                _ = try headerValue(b)
+                return UnsafeBufferPointer(start: p, count: 0)
+            }
             i += 1
         }
         var start = 0, end = n
         while start < end, p[start] == 0x20 || p[start] == 0x09 { start += 1 }
         while end > start, p[end - 1] == 0x20 || p[end - 1] == 0x09 { end -= 1 }
-        return Array(UnsafeBufferPointer(start: p + start, count: end - start))
+        return UnsafeBufferPointer(start: p + start, count: end - start)
     }
 
     /// An HTTP token (RFC 9110 tchar) of 1 to `limit` bytes; the error names the first bad byte.

@@ -93,7 +93,9 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
 
     @Test func theRateLimitAsksForAWakeUpOnceAndStartsWhenItComes() {
         let s = state(max: 0)
+        #expect(!s.startsReadClock)   // nothing else reads the time given (Queue.cancel gives none)
         #expect(Array(s.setRateLimit(RateLimit(starts: 1, interval: 10, perHost: false), now: 0, origin: { _ in "" })) == [])
+        #expect(s.startsReadClock)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [.wake(at: 10)])
         #expect(s.add(3) == [])  // the same wake-up serves it

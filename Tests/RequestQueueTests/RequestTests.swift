@@ -234,6 +234,46 @@ import Testing
         #expect(json["body_len"] as? Int == 0 && (json["headers"] as? [String: String])?["content-length"] == "0")
     }
 
+    /// A body set again replaces the one before, copied or borrowed, of any size (each kind is
+    /// kept in its own way: the request frees only what it copied).
+    @Test func theLastBodySetIsTheOneSent() throws {
+        let lent: [UInt8] = Array("lent".utf8)
+        let large = [UInt8](repeating: 0x61, count: 100_000)   // above MemoryReserve.largeBuffer
+        let cases: [(name: String, expected: [UInt8], set: (OpaquePointer?) -> Void)] = [
+            ("copied, then borrowed", lent, { r in
+                _ = rq_request_set_body(r, "first", 5)
+                _ = lent.withUnsafeBytes { rq_request_set_body_borrowed(r, $0.baseAddress, $0.count) }
+            }),
+            ("borrowed, then copied", Array("second".utf8), { r in
+                _ = lent.withUnsafeBytes { rq_request_set_body_borrowed(r, $0.baseAddress, $0.count) }
+                _ = rq_request_set_body(r, "second", 6)
+            }),
+            ("large, then small", Array("small".utf8), { r in
+                _ = large.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+                _ = rq_request_set_body(r, "small", 5)
+            }),
+            ("small, then large", large, { r in
+                _ = rq_request_set_body(r, "small", 5)
+                _ = large.withUnsafeBytes { rq_request_set_body(r, $0.baseAddress, $0.count) }
+            }),
+            ("copied, then empty", [], { r in
+                _ = rq_request_set_body(r, "gone", 4)
+                _ = rq_request_set_body(r, nil, 0)
+            }),
+        ]
+        for c in cases {
+            // (The borrowed bytes outlive the request: `lent` is alive until the test returns.)
+            let (done, _) = try run("/echo") { r in
+                _ = rq_request_set_method(r, "POST")
+                c.set(r)
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(done.body)) as? [String: Any], "\(c.name)")
+            #expect(json["body_len"] as? Int == c.expected.count, "\(c.name)")
+            let sent = (json["body"] as? String).map { Array($0.unicodeScalars.map { UInt8($0.value) }) }
+            #expect(sent == c.expected, "\(c.name)")
+        }
+    }
+
     /// One handle, one request after the other: a request whose header lines make the same list
     /// as the one before reuses it (Transfer.OwnHeaderList); any difference (a value, a name's
     /// case, a removal, one line more, none of its own) gets its own lines.
@@ -272,6 +312,50 @@ import Testing
             #expect(sent.contains { $0.0.lowercased() == "x-more" } == (step.tag == "more"), "\(step.tag)")
             #expect(sent.contains { $0.0.lowercased() == "accept" } == (step.tag != "removed"), "\(step.tag)")
             #expect(sent.contains { $0.0.lowercased() == "content-type" } == (step.tag != "none"), "\(step.tag)")
+        }
+    }
+
+    /// A request with header lines of its own sends the default User-Agent and Accept-Encoding
+    /// lines once each, before its own (libcurl is given them as one entry, as for a request
+    /// without lines of its own), and its own lines as given, in their order; a removed default
+    /// or the caller's own value replaces the default line.
+    @Test func theDefaultLinesComeOnceBeforeTheRequestsOwn() throws {
+        let cases: [(tag: String, lines: [(String, String?)])] = [
+            ("post", [("Content-Type", "application/json"), ("X-Trace", "7")]),
+            ("own agent", [("X-Trace", "7"), ("User-Agent", "mine/1")]),
+            ("own encoding", [("Accept-Encoding", "gzip"), ("X-Trace", "7")]),
+            ("no agent", [("User-Agent", nil), ("X-Trace", "7")]),
+        ]
+        for c in cases {
+            let (done, _) = try run("/inspect") { r in
+                _ = rq_request_set_method(r, "POST")
+                for (name, value) in c.lines { _ = rq_request_set_header(r, name, value) }
+                _ = rq_request_set_body(r, "{}", 2)
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(done.body)) as? [String: Any], "\(c.tag)")
+            let sent = (json["headers"] as? [[String]] ?? []).map { ($0.first ?? "", $0.last ?? "") }
+            func lines(_ name: String) -> [String] { sent.filter { $0.0.lowercased() == name }.map(\.1) }
+            func place(_ name: String) -> Int { sent.firstIndex { $0.0.lowercased() == name } ?? -1 }
+            let own = c.lines.compactMap { line in line.1.map { (line.0, $0) } }
+            for (name, value) in own { #expect(lines(name.lowercased()) == [value], "\(c.tag) \(name)") }
+            // The caller's lines in their order, after the default lines.
+            let places = own.map { place($0.0.lowercased()) }
+            #expect(places == places.sorted() && !places.contains(-1), "\(c.tag): \(sent)")
+            let agent = lines("user-agent"), encoding = lines("accept-encoding")
+            switch c.tag {
+            case "own agent":
+                #expect(agent == ["mine/1"] && encoding.count == 1 && encoding[0].contains("gzip"), "\(sent)")
+                #expect(place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            case "own encoding":
+                #expect(encoding == ["gzip"] && agent.count == 1 && agent[0].hasPrefix("librequestqueue/"), "\(sent)")
+                #expect(place("user-agent") < places.min() ?? 0, "\(sent)")
+            case "no agent":
+                #expect(agent.isEmpty && encoding.count == 1 && place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            default:
+                #expect(agent.count == 1 && agent[0].hasPrefix("librequestqueue/") && encoding.count == 1
+                        && encoding[0].contains("gzip") && encoding[0].contains("deflate"), "\(sent)")
+                #expect(place("user-agent") < place("accept-encoding") && place("accept-encoding") < places.min() ?? 0, "\(sent)")
+            }
         }
     }
 
