@@ -106,15 +106,7 @@ import Testing
         // Watchdogs: a hang is a failure, not a wait without end.
         let deadline = Date().addingTimeInterval(60)
         while seen.count < total, Date() < deadline {
-            if delivery == RQ_DELIVERY_DISPATCH {
-                var fd: Int32 = -1
-                _ = rq_queue_get_fd(q, &fd)
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&p, 1, 50)
-                _ = rq_queue_dispatch(q, 0, nil)
-            } else {
-                _ = rq_queue_wait_idle(q, 0.05)
-            }
+            awaitCallbacks(q, delivery)
         }
         try #require(seen.count == total)
         let retained = seen.lock.withLock { seen.retained }

@@ -297,6 +297,20 @@ func count(_ queue: OpaquePointer?) -> Int {
 }
 
 /// Adds a request and frees the caller's handle (the queue keeps what it needs).
+/// One step of a loop that waits for a queue's callbacks (at most about 50 ms): a dispatch queue's
+/// descriptor polled and its callbacks run here; any other queue waited on briefly.
+func awaitCallbacks(_ queue: OpaquePointer?, _ delivery: rq_delivery) {
+    if delivery == RQ_DELIVERY_DISPATCH {
+        var fd: Int32 = -1
+        _ = rq_queue_get_fd(queue, &fd)
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&p, 1, 50)
+        _ = rq_queue_dispatch(queue, 0, nil)
+    } else {
+        _ = rq_queue_wait_idle(queue, 0.05)
+    }
+}
+
 func addAndRelease(_ queue: OpaquePointer?, _ request: OpaquePointer?) -> rq_result {
     let rc = rq_add(queue, request)
     _ = rq_request_free(request)

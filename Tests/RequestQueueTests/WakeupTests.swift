@@ -80,15 +80,7 @@ import Testing
         _ = addAndRelease(q, try rec.request(fixture.url("/bytes?n=4&group=\(group)&id=1"), tag: "1"))
         let deadline = Date().addingTimeInterval(60)
         while rec.completions.count < perChain, Date() < deadline {
-            if delivery == RQ_DELIVERY_DISPATCH {
-                var fd: Int32 = -1
-                _ = rq_queue_get_fd(q, &fd)
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&p, 1, 50)
-                _ = rq_queue_dispatch(q, 0, nil)
-            } else {
-                _ = rq_queue_wait_idle(q, 0.05)
-            }
+            awaitCallbacks(q, delivery)
         }
         #expect(rec.completions.count == perChain)
         #expect(rec.completions.allSatisfy { $0.outcome == RQ_OUTCOME_OK })
