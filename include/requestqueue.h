@@ -1395,11 +1395,11 @@ typedef enum rq_option {
      *  cookies that match its URL and stores those the server sets, with libcurl's domain, path,
      *  expiry and Secure rules. libcurl checks a cookie's Domain against the Public Suffix List
      *  (libpsl, which Debian's libcurl uses): a server cannot set a cookie for a public suffix such
-     *  as co.uk, only for its own site. Off by default. A Cookie header set on the request is sent
-     *  as a line of its own after the jar's (as the curl tool does with -b and -H "Cookie: ..."),
-     *  not merged into it: RFC 6265 5.4 wants one Cookie line, and some servers read only the
-     *  first. To send cookies of your own with the jar's, load them into the jar
-     *  (`rq_queue_cookies_load`). */
+     *  as co.uk, only for its own site. Off by default. A Cookie header set on the request (or
+     *  its queue's defaults) is sent in the same line, after the jar's cookies: one Cookie line,
+     *  as RFC 6265 5.4 wants ("Cookie: <the jar's>; <yours>"). As without the jar, your own
+     *  cookies go only to the scheme, host and port of the request's URL (not after a redirect
+     *  elsewhere, again after one back there), and they are not stored in the jar. */
     RQ_OPTION_COOKIES = 20,
     /** S. CA certificates (a PEM file) to verify an https:// proxy's certificate with, instead of
      *  the system's. */

@@ -43,6 +43,10 @@ final class Transfer {
     private var urlSetIsEffective = false
     /// `urlSet` parsed, when it is set as CURLOPT_CURLU (`setParsedURL`); owned by the transfer.
     private var urlHandle: OpaquePointer?
+    /// The request's own Cookie lines' values, for CURLOPT_COOKIE, when it uses the cookie jar
+    /// (Transport.swift, `setHeaders`); set on the handle for each request of the attempt that
+    /// goes to the request's origin (`connected`).
+    var ownCookies: [CChar]?
     /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
     private var postFieldsSet = false
     private var outOfMemory = false
@@ -895,6 +899,10 @@ final class Transfer {
             return false
         }
         sentUnanswered = true
+        if ownCookies != nil, let request {
+            let send = atOrigin(of: request)
+            if send || route.cookies { setOwnCookies(send) }
+        }
         let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
         if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
             engine.socketConnected(openedSocket, key: key)
@@ -905,6 +913,30 @@ final class Transfer {
         openedSocket = -1
         counted.tcp = -1
         return true
+    }
+
+    /// Whether the request about to be sent goes to the scheme, host name and port of the request's
+    /// URL: the first one, or one a redirect led back there (libcurl's rule for a Cookie or
+    /// Authorization line of the caller's, which it sends nowhere else).
+    private func atOrigin(of request: Request) -> Bool {
+        var redirects = 0
+        _ = ccurl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects)
+        guard redirects > 0 else { return true }
+        var effective: UnsafeMutablePointer<CChar>?
+        guard ccurl_easy_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK, let effective,
+              let url = try? URLParser.parse(effective, UnsafeBufferPointer(start: UnsafeRawPointer(effective)
+                  .assumingMemoryBound(to: UInt8.self), count: strlen(effective))) else { return false }
+        return url.https == request.url.https && url.port == request.url.port && url.host == request.url.host
+    }
+
+    /// Sets CURLOPT_COOKIE to `ownCookies` (libcurl copies it), or unsets it.
+    func setOwnCookies(_ on: Bool) {
+        if on, let ownCookies {
+            _ = ownCookies.withUnsafeBufferPointer { ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIE, $0.baseAddress) }
+        } else {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIE, nil)
+        }
+        route.cookies = on && ownCookies != nil
     }
 
     /// A connection's key in the engine's table of sockets: a hash of its addresses and ports

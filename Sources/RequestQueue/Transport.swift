@@ -587,6 +587,8 @@ extension Transfer {
         var noProxyOff = false
         /// The header list set on the handle (a shared one or `OwnHeaderList.list`).
         var headers: UnsafeMutablePointer<curl_slist>?
+        /// Whether CURLOPT_COOKIE is set on the handle (`ownCookies`, `Transfer.setOwnCookies`).
+        var cookies = false
     }
 
     /// The header list last made for a request with header lines of its own (or removals), and
@@ -683,6 +685,11 @@ extension Transfer {
         // Decoding (CURLOPT_ACCEPT_ENCODING, see `applyTransport`): libcurl's own line, made once.
         let encoding = (o.transport.decodeContent ?? true) && !names.contains(.acceptEncoding)
             && !isRemoved("accept-encoding")
+        // With the cookie jar, the request's own Cookie lines are not in the list: their values go
+        // in CURLOPT_COOKIE (`ownCookies`), which libcurl sends in the jar's line, as RFC 6265 5.4
+        // wants one Cookie line (a Cookie line in the list would come as a second one).
+        let jarCookies = o.cookieJar != nil && names.contains(.cookie)
+        ownCookies = jarCookies ? r.headers.cookieValue : nil
         var list: UnsafeMutablePointer<curl_slist>?
         let index = (agent ? 1 : 0) | (contentType ? 2 : 0) | (encoding ? 4 : 0)
         var replaced: UnsafeMutablePointer<curl_slist>?
@@ -717,7 +724,8 @@ extension Transfer {
             let skipRange = resumeFrom > 0 && names.contains(.range)
             let skipCoding = !o.sendsBody && names.contains(.transferEncoding)
             r.headers.forEach { line in
-                if !(skipRange && line.isNamed("range")) && !(skipCoding && line.isNamed("transfer-encoding")) {
+                if !(skipRange && line.isNamed("range")) && !(skipCoding && line.isNamed("transfer-encoding"))
+                    && !(jarCookies && line.isNamed("cookie")) {
                     append(line.entry)
                 }
             }
@@ -735,6 +743,7 @@ extension Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)
             route.headers = list
         }
+        if ownCookies == nil, route.cookies { setOwnCookies(false) }
         // (Freed once the handle no longer points to it.)
         curl_slist_free_all(replaced)
     }

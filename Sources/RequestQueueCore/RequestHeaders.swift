@@ -52,11 +52,13 @@ public struct RequestHeaders: @unchecked Sendable {
         public static let range = Names(rawValue: 8)
         public static let transferEncoding = Names(rawValue: 16)
         public static let upgrade = Names(rawValue: 32)
+        public static let cookie = Names(rawValue: 64)
 
         /// The name among these that `name` is (any case), if any.
         public init(of name: UnsafeBufferPointer<UInt8>) {
             let known: (Names, StaticString)? = switch name.count {
             case 5: (.range, "range")
+            case 6: (.cookie, "cookie")
             case 7: (.upgrade, "upgrade")
             case 10: (.userAgent, "user-agent")
             case 12: (.contentType, "content-type")
@@ -219,6 +221,21 @@ public struct RequestHeaders: @unchecked Sendable {
     /// Appends a line of other lines (a queue's defaults): no check of the count.
     public mutating func append(_ line: Line) {
         appendRecord(name: line.name, value: line.value)
+    }
+
+    /// The values of the Cookie lines, joined with "; " and NUL-terminated (the pairs of one
+    /// Cookie line, RFC 6265 5.4); nil when no such line has a value.
+    public var cookieValue: [CChar]? {
+        guard names.contains(.cookie) else { return nil }
+        var joined: [CChar] = []
+        forEach { line in
+            guard line.isNamed("cookie"), !line.value.isEmpty else { return }
+            if !joined.isEmpty { joined += [0x3B, 0x20] }
+            joined += line.value.lazy.map { CChar(bitPattern: $0) }
+        }
+        guard !joined.isEmpty else { return nil }
+        joined.append(0)
+        return joined
     }
 
     /// Removes the lines named `name` (any case).

@@ -28,6 +28,21 @@ struct RequestHeadersTests {
         #expect(values == ["Content-Type=application/json", "X-Empty=", "Accept=*/*"])
     }
 
+    @Test func cookieLinesMakeOneValueForTheJarsLine() {
+        var h = RequestHeaders()
+        #expect(h.cookieValue == nil)
+        _ = set(&h, "X", "1")
+        _ = set(&h, "Cookie", "")
+        #expect(h.names.contains(.cookie) && h.cookieValue == nil)
+        _ = set(&h, "COOKIE", "a=1; b=2")
+        var other = RequestHeaders()
+        _ = set(&other, "cookie", "c=3")
+        other.forEach { h.append($0) }
+        #expect(h.cookieValue.map { String(decoding: $0.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) } == "a=1; b=2; c=3")
+        Array("Cookie".utf8).withUnsafeBufferPointer { h.remove(named: $0) }
+        #expect(h.cookieValue == nil)
+    }
+
     @Test func aNameInAnyCaseReplacesTheLineInItsPlace() {
         var h = RequestHeaders()
         _ = set(&h, "A", "1")

@@ -880,6 +880,33 @@ static void t_cookies(void) {
     response = run_on(q, url, NULL);
     CHECK(strcmp(header_value(body_of(response), "Cookie"), "sid=abc") == 0, "Cookie %s", body_of(response));
     rq_response_release(response);
+    /* Cookie lines of the request's own join the jar's in one line (RFC 6265 5.4: one Cookie
+     * header), and follow a redirect to the same origin only (as a Cookie line without the jar). */
+    struct opts own = {.headers = {{"Cookie", "mine=1; theirs=2"}}};
+    response = run_on(q, url, &own);
+    CHECK(header_count(body_of(response), "Cookie") == 1 &&
+              strcmp(header_value(body_of(response), "Cookie"), "sid=abc; mine=1; theirs=2") == 0,
+          "own Cookie lines with the jar: %s", body_of(response));
+    rq_response_release(response);
+    free(url);
+    const char *port = strrchr(base, ':') + 1;
+    char redirect[256];
+    snprintf(redirect, sizeof redirect, "/redirect-to?url=http://localhost:%s/redirect-to%%3Furl=http://127.0.0.1:%s/inspect",
+             port, port);
+    url = rqt_url(base, "%s", redirect);
+    response = run_on(q, url, &own);
+    CHECK_STATUS(response, RQ_OUTCOME_OK, 200);
+    CHECK(header_count(body_of(response), "Cookie") == 1 &&
+              strcmp(header_value(body_of(response), "Cookie"), "sid=abc; mine=1; theirs=2") == 0,
+          "own Cookie lines back at the origin after a redirect: %s", body_of(response));
+    rq_response_release(response);
+    free(url);
+    snprintf(redirect, sizeof redirect, "/redirect-to?url=http://localhost:%s/inspect", port);
+    url = rqt_url(base, "%s", redirect);
+    response = run_on(q, url, &own);
+    CHECK_STATUS(response, RQ_OUTCOME_OK, 200);
+    CHECK(strstr(body_of(response), "mine=1") == NULL, "own Cookie lines sent to another host: %s", body_of(response));
+    rq_response_release(response);
     free(url);
     /* A cookie the server deletes (Max-Age=0, RFC 6265 5.3) is gone: not sent, and neither listed nor
      * saved (libcurl kept it, expired, as the last cookie it stored: the list showed "sid" with an
