@@ -2,6 +2,7 @@
 /// generation and the kind of object, so that a freed, stale or foreign handle is detected
 /// (RQ_ERR_INVALID_HANDLE) instead of being dereferenced. A slot's generation grows at every reuse,
 /// so a value comes back only after 2^32 reuses of one slot. Lookups index an array: no hashing.
+import CCurl
 import Glibc
 import Synchronization
 
@@ -22,6 +23,8 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
 
     private struct Slot {
         var generation: UInt32 = 0
+        /// The `HandleKind` raw value of the object (in what would be padding: 16 bytes either way).
+        var kind: UInt32 = 0
         var object: AnyObject?
     }
 
@@ -31,6 +34,9 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
     /// acquire and release.
     private let held = Atomic<Bool>(false)
     private var slots: [Slot] = []
+    /// Where `slots` lies, as a plain number for `prefetchSlot` (never read through: the array may
+    /// have moved since).
+    private let slotsAddress = Atomic<UInt>(0)
     private var freeSlots: [Int] = []
 
     @inline(__always)
@@ -55,9 +61,12 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
             slots.append(Slot())
         }
         return slots.withUnsafeMutableBufferPointer { slots in
+            if let base = slots.baseAddress.map(UInt.init(bitPattern:)), base != slotsAddress.load(ordering: .relaxed) {
+                slotsAddress.store(base, ordering: .relaxed)
+            }
             var generation = slots[index].generation &+ 1
             if generation == 0 { generation = 1 }
-            slots[index] = Slot(generation: generation, object: object)
+            slots[index] = Slot(generation: generation, kind: UInt32(kind.rawValue), object: object)
             return UInt(index) << 34 | UInt(generation) << 2 | kind.rawValue
         }
     }
@@ -75,6 +84,40 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
         guard let object, ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(T.self) else { return nil }
         return unsafeDowncast(object, to: T.self)
     }
+
+    /// The address of the live object of that kind behind a handle, or 0, without taking a
+    /// reference to it: the address may be that of a freed object as soon as this returns, unless
+    /// the caller knows the object is held (a queue holds its requests). `rq_cancel`'s way
+    /// (`Queue.cancel(handle:)`): an object in no cache is not written (the lookup's retain, an
+    /// atomic instruction that waited for the object's line, was half of a cancel's time with a
+    /// million waiting requests; bench/README.md, "Cancel without the request's reference count").
+    func liveAddress(_ value: UInt, kind: HandleKind) -> UInt {
+        guard value & 3 == kind.rawValue else { return 0 }
+        let index = HandleTable.slot(of: value)
+        let generation = UInt32(truncatingIfNeeded: value >> 2)
+        acquire()
+        defer { release() }
+        guard index < slots.count else { return 0 }
+        return slots.withUnsafeBufferPointer { slots in
+            let slot = UnsafeRawPointer(slots.baseAddress! + index)
+            guard slot.load(fromByteOffset: HandleTable.generationOffset, as: UInt32.self) == generation,
+                  slot.load(fromByteOffset: HandleTable.kindOffset, as: UInt32.self) == UInt32(kind.rawValue) else { return 0 }
+            // The reference's bits, read as a number: no retain, no release.
+            return slot.load(fromByteOffset: HandleTable.objectOffset, as: UInt.self)
+        }
+    }
+
+    /// Starts loading the slot of a handle (a hint: a prefetch never faults, and a stale address
+    /// only loads a useless line).
+    func prefetchSlot(_ value: UInt) {
+        let address = slotsAddress.load(ordering: .relaxed)
+        guard address != 0 else { return }
+        ccurl_prefetch(UnsafeRawPointer(bitPattern: address &+ UInt(HandleTable.slot(of: value)) &* UInt(MemoryLayout<Slot>.stride)))
+    }
+
+    private static let generationOffset = MemoryLayout<Slot>.offset(of: \Slot.generation)!
+    private static let kindOffset = MemoryLayout<Slot>.offset(of: \Slot.kind)!
+    private static let objectOffset = MemoryLayout<Slot>.offset(of: \Slot.object)!
 
     func remove(_ value: UInt) {
         let index = HandleTable.slot(of: value)

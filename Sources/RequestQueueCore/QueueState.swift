@@ -552,9 +552,12 @@ public final class QueueState<Key: Hashable, Ref> {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
-        guard var record = records[id], let ref = records.ref(id) else { return false }
+        // The ref is taken only where it is used: `complete` moves it out of the records, and a
+        // copy of it here was a retain of a request in no cache, waited for by every cancel of a
+        // million waiting requests (bench/README.md, "Cancel without the request's reference count").
+        guard var record = records[id] else { return false }
         if let leaderID = record.leader {
-            records[id] = nil
+            guard let ref = records.remove(id)?.ref else { return false }
             followerCount -= 1
             tally(.cancelled, downloaded: 0, uploaded: 0)
             actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
@@ -568,7 +571,7 @@ public final class QueueState<Key: Hashable, Ref> {
             return true
         }
         guard !record.detached, scheduler.placement(of: id) != nil else { return false }
-        if followers[id] != nil {
+        if followers[id] != nil, let ref = records.ref(id) {
             record.detached = true
             records[id] = record
             detachedCount += 1
@@ -717,8 +720,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The one completion of a request and of those sharing its transfer.
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
-        guard let removed = records.remove(id) else { return }
-        let record = removed.record, ref = removed.ref
+        // The ref moves from the records into the action (`consume`): copied, it was retained and
+        // released once more per completion, the first of which waited for the request's line.
+        guard case let (record, ref)? = records.remove(id) else { return }
         retire(id, generation: record.generation)
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
@@ -727,10 +731,10 @@ public final class QueueState<Key: Hashable, Ref> {
         let down = report?.downloaded ?? 0, up = report?.uploaded ?? 0
         if record.detached {
             detachedCount -= 1
-            actions.append(.release(ref, ending, attempts: record.attempts))
+            actions.append(.release(consume ref, ending, attempts: record.attempts))
         } else {
             tally(outcome, downloaded: down, uploaded: up)
-            actions.append(.complete(ref, ending, attempts: record.attempts, sharing: false))
+            actions.append(.complete(consume ref, ending, attempts: record.attempts, sharing: false))
         }
         guard let list = followers.removeValue(forKey: id) else { return }
         for followerID in list {
