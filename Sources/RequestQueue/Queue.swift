@@ -57,7 +57,7 @@ final class Queue: @unchecked Sendable {
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
     /// The requests' lifecycle: scheduling, attempts, coalescing, counters, closed.
-    let state = QueueState<DuplicateKey, Request>()
+    let state = QueueState<DuplicateKey, Request>(clock: Clock.now)
     /// Set when `rq_queue_free` has ended.
     var freed = false
     /// Events posted and not yet finished running.
@@ -113,7 +113,7 @@ final class Queue: @unchecked Sendable {
         eventFD = delivery == .dispatch ? ccurl_eventfd() : -1
         if delivery == .dispatch, eventFD < 0 { return nil }
         if kind == .standalone {
-            _ = state.setMaxConcurrent(0, now: 0)
+            _ = state.setMaxConcurrent(0)
             state.setDuplicates(.allow)
         }
         guard let engine = Engine(queue: self) else {
@@ -136,7 +136,7 @@ final class Queue: @unchecked Sendable {
     // MARK: Settings
 
     func setMaxConcurrent(_ value: Int) {
-        perform { $0.setMaxConcurrent(value, now: Clock.now()) }
+        perform { $0.setMaxConcurrent(value) }
     }
 
     var maxConcurrent: Int { monitor.withLock { state.scheduler.maxConcurrent } }
@@ -153,12 +153,12 @@ final class Queue: @unchecked Sendable {
 
     var maxPerHost: Int {
         get { monitor.withLock { state.scheduler.maxPerHost } }
-        set { perform { $0.setMaxPerHost(newValue, now: Clock.now(), origin: \.origin) } }
+        set { perform { $0.setMaxPerHost(newValue, origin: \.origin) } }
     }
 
     var rateLimit: RateLimit? {
         get { monitor.withLock { state.scheduler.rateLimit } }
-        set { perform { $0.setRateLimit(newValue, now: Clock.now(), origin: \.origin) } }
+        set { perform { $0.setRateLimit(newValue, origin: \.origin) } }
     }
 
     var statistics: QueueStats { monitor.withLock { state.stats } }
@@ -170,7 +170,7 @@ final class Queue: @unchecked Sendable {
 
     func suspend() { monitor.withLock { state.suspend() } }
 
-    func resume() { perform { $0.resume(now: Clock.now()) } }
+    func resume() { perform { $0.resume() } }
 
     var isSuspended: Bool { monitor.withLock { state.scheduler.isSuspended } }
     var count: Int { monitor.withLock { state.count } }
@@ -189,7 +189,7 @@ final class Queue: @unchecked Sendable {
             return RQ_ERR_NOT_ACTIVE
         }
         request.lock.withLock { request.priority = priority }
-        let actions = state.setPriority(request.id, priority, now: Clock.now())
+        let actions = state.setPriority(request.id, priority)
         applyLocked(actions)
         monitor.unlock()
         send(actions)
@@ -222,8 +222,8 @@ final class Queue: @unchecked Sendable {
         let traits = RequestTraits(method: request.method, priority: request.priority,
                                    hasAuthHandler: request.authHandler != nil, wantsHead: request.headCallback != nil,
                                    streamsBody: request.streamsBody)
-        let actions = state.add(request.id, request, traits: traits, now: request.acceptedAt,
-                                key: { request.duplicateKey }, origin: { request.origin })
+        let actions = state.add(request.id, request, traits: traits, key: { request.duplicateKey },
+                                origin: { request.origin })
         // Most adds to a busy queue only wait: nothing to apply or send.
         guard !actions.isEmpty else {
             // A coalesced request runs when the one it shares the transfer of runs.
@@ -276,7 +276,7 @@ final class Queue: @unchecked Sendable {
             }
             ccurl_prefetch(UnsafeRawPointer(bitPattern: address))
         }
-        guard let actions = state.cancel(id, now: state.startsReadClock ? Clock.now() : 0) else {
+        guard let actions = state.cancel(id) else {
             monitor.unlock()
             return false
         }
@@ -291,7 +291,7 @@ final class Queue: @unchecked Sendable {
     func cancelAll(tag: CString? = nil, reason: CancelReason = .caller) -> Int {
         monitor.lock()
         let (count, actions) = tag.map { tag in
-            state.cancel(state.snapshot().filter { $0.tag == tag }.map(\.id), reason: reason, now: Clock.now())
+            state.cancel(state.snapshot().filter { $0.tag == tag }.map(\.id), reason: reason)
         } ?? state.cancelAll(reason: reason)
         applyLocked(actions)
         monitor.unlock()
@@ -313,7 +313,7 @@ final class Queue: @unchecked Sendable {
         case .continueWithout: decided = .continueWithout(AttemptReport(challenge.response))
         case .cancel: decided = .cancel
         }
-        guard let actions = state.answer(request.id, generation: challenge.generation, decided, now: Clock.now()) else {
+        guard let actions = state.answer(request.id, generation: challenge.generation, decided) else {
             monitor.unlock()
             return RQ_ERR_INVALID_HANDLE
         }
