@@ -58,12 +58,13 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
             index = reused
         } else {
             index = slots.count
+            let capacity = slots.capacity
             slots.append(Slot())
+            if slots.capacity != capacity {
+                slotsAddress.store(slots.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }, ordering: .relaxed)
+            }
         }
         return slots.withUnsafeMutableBufferPointer { slots in
-            if let base = slots.baseAddress.map(UInt.init(bitPattern:)), base != slotsAddress.load(ordering: .relaxed) {
-                slotsAddress.store(base, ordering: .relaxed)
-            }
             var generation = slots[index].generation &+ 1
             if generation == 0 { generation = 1 }
             slots[index] = Slot(generation: generation, kind: UInt32(kind.rawValue), object: object)
