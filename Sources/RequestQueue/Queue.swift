@@ -239,6 +239,8 @@ final class Queue: @unchecked Sendable {
         return RQ_OK
     }
 
+    /// Cancels `request`, of this queue (`rq_cancel`'s usual way, which found the queue in the
+    /// request); the next cancel looks in this queue first.
     func cancel(_ request: Request) -> rq_result {
         guard cancel(request.id, ifLive: nil) else { return RQ_ERR_NOT_ACTIVE }
         CancelPrefetch.remember(self)
@@ -338,7 +340,8 @@ final class Queue: @unchecked Sendable {
 /// scheduler entry (bench/README.md, "The queue at scale: prefetching"). The record and the entry
 /// are found from the request's id alone, which the handle's value holds, in the queue state's
 /// layout remembered by the last cancel (any queue's: a hint, plain numbers that are never read
-/// through, harmless when stale), so that they load while the handle is looked up.
+/// through, harmless when stale), and the slot from the table's address, so that they load while
+/// the queue is looked up and locked (`Queue.cancel(handle:)`).
 enum CancelPrefetch {
     private static let records = Atomic<UInt>(0)
     private static let entries = Atomic<UInt>(0)
