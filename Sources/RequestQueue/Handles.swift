@@ -34,8 +34,9 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
     /// acquire and release.
     private let held = Atomic<Bool>(false)
     private var slots: [Slot] = []
-    /// Where `slots` lies, as a plain number for `prefetchSlot` (never read through: the array may
-    /// have moved since).
+    /// Where `slots` lies, stored under the lock whenever the array grows (the only time it moves):
+    /// read through under the lock (`liveAddress`); without it, only a hint for `prefetchSlot`
+    /// (the array may have moved since).
     private let slotsAddress = Atomic<UInt>(0)
     private var freeSlots: [Int] = []
 
@@ -98,14 +99,12 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
         let generation = UInt32(truncatingIfNeeded: value >> 2)
         acquire()
         defer { release() }
-        guard index < slots.count else { return 0 }
-        return slots.withUnsafeBufferPointer { slots in
-            let slot = UnsafeRawPointer(slots.baseAddress! + index)
-            guard slot.load(fromByteOffset: HandleTable.generationOffset, as: UInt32.self) == generation,
-                  slot.load(fromByteOffset: HandleTable.kindOffset, as: UInt32.self) == UInt32(kind.rawValue) else { return 0 }
-            // The reference's bits, read as a number: no retain, no release.
-            return slot.load(fromByteOffset: HandleTable.objectOffset, as: UInt.self)
-        }
+        // The slots where `slotsAddress` says (current under the lock): the array itself is not
+        // retained for the read.
+        guard index < slots.count, let slot = UnsafeMutablePointer<Slot>(bitPattern: slotsAddress.load(ordering: .relaxed))?
+            .advanced(by: index), slot.pointee.generation == generation, slot.pointee.kind == UInt32(kind.rawValue) else { return 0 }
+        // The reference's bits, read as a number: no retain, no release.
+        return withUnsafePointer(to: &slot.pointee.object) { UnsafeRawPointer($0).load(as: UInt.self) }
     }
 
     /// Starts loading the slot of a handle (a hint: a prefetch never faults, and a stale address
@@ -115,10 +114,6 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
         guard address != 0 else { return }
         ccurl_prefetch(UnsafeRawPointer(bitPattern: address &+ UInt(HandleTable.slot(of: value)) &* UInt(MemoryLayout<Slot>.stride)))
     }
-
-    private static let generationOffset = MemoryLayout<Slot>.offset(of: \Slot.generation)!
-    private static let kindOffset = MemoryLayout<Slot>.offset(of: \Slot.kind)!
-    private static let objectOffset = MemoryLayout<Slot>.offset(of: \Slot.object)!
 
     func remove(_ value: UInt) {
         let index = HandleTable.slot(of: value)
