@@ -375,6 +375,7 @@ private func wrongDelivery(_ q: Queue, _ consequence: String, function: StaticSt
 
 @c @implementation public func rq_cancel(_ pointer: OpaquePointer?) -> rq_result {
     CancelPrefetch.start(handle: pointer)
+    if Queue.cancel(handle: pointer) { return RQ_OK }
     let (r, result) = request(pointer)
     guard let r else { return result }
     guard let q = r.lock.withLock({ r.queue }) else { return fail(RQ_ERR_NOT_ACTIVE, standardReason(RQ_ERR_NOT_ACTIVE)) }

@@ -2,6 +2,7 @@
 /// generation and the kind of object, so that a freed, stale or foreign handle is detected
 /// (RQ_ERR_INVALID_HANDLE) instead of being dereferenced. A slot's generation grows at every reuse,
 /// so a value comes back only after 2^32 reuses of one slot. Lookups index an array: no hashing.
+import CCurl
 import Glibc
 import Synchronization
 
@@ -22,6 +23,8 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
 
     private struct Slot {
         var generation: UInt32 = 0
+        /// The `HandleKind` raw value of the object (in what would be padding: 16 bytes either way).
+        var kind: UInt32 = 0
         var object: AnyObject?
     }
 
@@ -31,6 +34,10 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
     /// acquire and release.
     private let held = Atomic<Bool>(false)
     private var slots: [Slot] = []
+    /// Where `slots` lies, stored under the lock whenever the array grows (the only time it moves):
+    /// read through under the lock (`liveAddress`); without it, only a hint for `prefetchSlot`
+    /// (the array may have moved since).
+    private let slotsAddress = Atomic<UInt>(0)
     private var freeSlots: [Int] = []
 
     @inline(__always)
@@ -52,12 +59,16 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
             index = reused
         } else {
             index = slots.count
+            let capacity = slots.capacity
             slots.append(Slot())
+            if slots.capacity != capacity {
+                slotsAddress.store(slots.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }, ordering: .relaxed)
+            }
         }
         return slots.withUnsafeMutableBufferPointer { slots in
             var generation = slots[index].generation &+ 1
             if generation == 0 { generation = 1 }
-            slots[index] = Slot(generation: generation, object: object)
+            slots[index] = Slot(generation: generation, kind: UInt32(kind.rawValue), object: object)
             return UInt(index) << 34 | UInt(generation) << 2 | kind.rawValue
         }
     }
@@ -74,6 +85,34 @@ final class HandleTable: @unchecked Sendable, ForkGuard.Participant {
         // Each kind is one final class: comparing the type is the whole check.
         guard let object, ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(T.self) else { return nil }
         return unsafeDowncast(object, to: T.self)
+    }
+
+    /// The address of the live object of that kind behind a handle, or 0, without taking a
+    /// reference to it: the address may be that of a freed object as soon as this returns, unless
+    /// the caller knows the object is held (a queue holds its requests). `rq_cancel`'s way
+    /// (`Queue.cancel(handle:)`): an object in no cache is not written (the lookup's retain, an
+    /// atomic instruction that waited for the object's line, was half of a cancel's time with a
+    /// million waiting requests; bench/README.md, "Cancel without the request's reference count").
+    func liveAddress(_ value: UInt, kind: HandleKind) -> UInt {
+        guard value & 3 == kind.rawValue else { return 0 }
+        let index = HandleTable.slot(of: value)
+        let generation = UInt32(truncatingIfNeeded: value >> 2)
+        acquire()
+        defer { release() }
+        // The slots where `slotsAddress` says (current under the lock): the array itself is not
+        // retained for the read.
+        guard index < slots.count, let slot = UnsafeMutablePointer<Slot>(bitPattern: slotsAddress.load(ordering: .relaxed))?
+            .advanced(by: index), slot.pointee.generation == generation, slot.pointee.kind == UInt32(kind.rawValue) else { return 0 }
+        // The reference's bits, read as a number: no retain, no release.
+        return withUnsafePointer(to: &slot.pointee.object) { UnsafeRawPointer($0).load(as: UInt.self) }
+    }
+
+    /// Starts loading the slot of a handle (a hint: a prefetch never faults, and a stale address
+    /// only loads a useless line).
+    func prefetchSlot(_ value: UInt) {
+        let address = slotsAddress.load(ordering: .relaxed)
+        guard address != 0 else { return }
+        ccurl_prefetch(UnsafeRawPointer(bitPattern: address &+ UInt(HandleTable.slot(of: value)) &* UInt(MemoryLayout<Slot>.stride)))
     }
 
     func remove(_ value: UInt) {

@@ -114,11 +114,11 @@ extension Queue {
         if let request = report.request, !holds(request) { return QueueActions() }
         switch report {
         case let .failedToStart(request, generation, response):
-            return state.failedToStart(request.id, generation: generation, AttemptReport(response), now: Clock.now())
+            return state.failedToStart(request.id, generation: generation, AttemptReport(response))
         case let .retryDue(request, generation):
             return state.retryDue(request.id, generation: generation)
         case .startDue:
-            return state.startDue(now: Clock.now())
+            return state.startDue()
         }
     }
 
@@ -128,11 +128,11 @@ extension Queue {
         // nothing has to destroy.
         guard request.retryEnabled else {
             return state.attemptEnded(request.id, generation: generation, AttemptReport(response), retry: nil,
-                                      method: request.method, random: 0, now: Clock.now())
+                                      method: request.method, random: 0)
         }
         return state.attemptEnded(request.id, generation: generation, AttemptReport(response),
                                   retry: request.retry, method: request.method,
-                                  random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0, now: Clock.now())
+                                  random: request.retry.jitter > 0 ? Double.random(in: 0..<1) : 0)
     }
 
     /// Whether `request` is the one the state knows by its id (monitor held). An id is a handle

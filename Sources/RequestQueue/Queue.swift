@@ -57,7 +57,7 @@ final class Queue: @unchecked Sendable {
     /// Guards everything below, and the runtime fields of the requests in this queue.
     let monitor = Monitor()
     /// The requests' lifecycle: scheduling, attempts, coalescing, counters, closed.
-    let state = QueueState<DuplicateKey, Request>()
+    let state = QueueState<DuplicateKey, Request>(clock: Clock.now)
     /// Set when `rq_queue_free` has ended.
     var freed = false
     /// Events posted and not yet finished running.
@@ -113,7 +113,7 @@ final class Queue: @unchecked Sendable {
         eventFD = delivery == .dispatch ? ccurl_eventfd() : -1
         if delivery == .dispatch, eventFD < 0 { return nil }
         if kind == .standalone {
-            _ = state.setMaxConcurrent(0, now: 0)
+            _ = state.setMaxConcurrent(0)
             state.setDuplicates(.allow)
         }
         guard let engine = Engine(queue: self) else {
@@ -136,7 +136,7 @@ final class Queue: @unchecked Sendable {
     // MARK: Settings
 
     func setMaxConcurrent(_ value: Int) {
-        perform { $0.setMaxConcurrent(value, now: Clock.now()) }
+        perform { $0.setMaxConcurrent(value) }
     }
 
     var maxConcurrent: Int { monitor.withLock { state.scheduler.maxConcurrent } }
@@ -153,12 +153,12 @@ final class Queue: @unchecked Sendable {
 
     var maxPerHost: Int {
         get { monitor.withLock { state.scheduler.maxPerHost } }
-        set { perform { $0.setMaxPerHost(newValue, now: Clock.now(), origin: \.origin) } }
+        set { perform { $0.setMaxPerHost(newValue, origin: \.origin) } }
     }
 
     var rateLimit: RateLimit? {
         get { monitor.withLock { state.scheduler.rateLimit } }
-        set { perform { $0.setRateLimit(newValue, now: Clock.now(), origin: \.origin) } }
+        set { perform { $0.setRateLimit(newValue, origin: \.origin) } }
     }
 
     var statistics: QueueStats { monitor.withLock { state.stats } }
@@ -170,7 +170,7 @@ final class Queue: @unchecked Sendable {
 
     func suspend() { monitor.withLock { state.suspend() } }
 
-    func resume() { perform { $0.resume(now: Clock.now()) } }
+    func resume() { perform { $0.resume() } }
 
     var isSuspended: Bool { monitor.withLock { state.scheduler.isSuspended } }
     var count: Int { monitor.withLock { state.count } }
@@ -189,7 +189,7 @@ final class Queue: @unchecked Sendable {
             return RQ_ERR_NOT_ACTIVE
         }
         request.lock.withLock { request.priority = priority }
-        let actions = state.setPriority(request.id, priority, now: Clock.now())
+        let actions = state.setPriority(request.id, priority)
         applyLocked(actions)
         monitor.unlock()
         send(actions)
@@ -222,8 +222,8 @@ final class Queue: @unchecked Sendable {
         let traits = RequestTraits(method: request.method, priority: request.priority,
                                    hasAuthHandler: request.authHandler != nil, wantsHead: request.headCallback != nil,
                                    streamsBody: request.streamsBody)
-        let actions = state.add(request.id, request, traits: traits, now: request.acceptedAt,
-                                key: { request.duplicateKey }, origin: { request.origin })
+        let actions = state.add(request.id, request, traits: traits, key: { request.duplicateKey },
+                                origin: { request.origin })
         // Most adds to a busy queue only wait: nothing to apply or send.
         guard !actions.isEmpty else {
             // A coalesced request runs when the one it shares the transfer of runs.
@@ -239,20 +239,53 @@ final class Queue: @unchecked Sendable {
         return RQ_OK
     }
 
+    /// Cancels `request`, of this queue (`rq_cancel`'s usual way, which found the queue in the
+    /// request); the next cancel looks in this queue first.
     func cancel(_ request: Request) -> rq_result {
+        guard cancel(request.id, ifLive: nil) else { return RQ_ERR_NOT_ACTIVE }
+        CancelPrefetch.remember(self)
+        return RQ_OK
+    }
+
+    /// `rq_cancel` without touching the request first: true when the request of `pointer` was in
+    /// the queue of the last cancel, and is cancelled; false when that is not so, and the caller
+    /// goes the usual way (`cancel(_:)`, which tells why a request cannot be cancelled).
+    /// A request's id is its handle's slot; the handle is checked under the monitor, where a
+    /// request that the state holds cannot leave it (and its handle is kept while it is in a
+    /// queue), so the request of the live handle and the one of the state's id are the same.
+    /// Its line is only prefetched here, to be written when it completes: with a million waiting
+    /// requests, the lookup's retain of the request, waiting for a line in no cache after the
+    /// handle's slot, was half of a cancel's time (bench/README.md, "Cancel without the request's
+    /// reference count").
+    static func cancel(handle pointer: OpaquePointer?) -> Bool {
+        guard let q = CancelPrefetch.queue, !q.inherited else { return false }
+        let value = UInt(bitPattern: pointer)
+        return q.cancel(UInt64(HandleTable.slot(of: value)), ifLive: value)
+    }
+
+    /// Cancels the request of `id`; with `handle`, only while that handle is a live request's.
+    private func cancel(_ id: UInt64, ifLive handle: UInt?) -> Bool {
         monitor.lock()
         // Where the state is now, for the hint of the next cancel, and the loads of this one if the
         // hint was stale (`CancelPrefetch`).
         let layout = state.layout
-        if layout != CancelPrefetch.layout { CancelPrefetch.start(request.id, layout, remember: true) }
-        guard let actions = state.cancel(request.id, now: state.startsReadClock ? Clock.now() : 0) else {
+        if layout != CancelPrefetch.layout { CancelPrefetch.start(id, layout, remember: true) }
+        if let handle {
+            let address = HandleTable.shared.liveAddress(handle, kind: .request)
+            guard address != 0 else {
+                monitor.unlock()
+                return false
+            }
+            ccurl_prefetch(UnsafeRawPointer(bitPattern: address))
+        }
+        guard let actions = state.cancel(id) else {
             monitor.unlock()
-            return RQ_ERR_NOT_ACTIVE
+            return false
         }
         applyLocked(actions)
         monitor.unlock()
         send(actions)
-        return RQ_OK
+        return true
     }
 
     /// Cancels every request, or those with `tag`; returns how many completions that produced.
@@ -260,7 +293,7 @@ final class Queue: @unchecked Sendable {
     func cancelAll(tag: CString? = nil, reason: CancelReason = .caller) -> Int {
         monitor.lock()
         let (count, actions) = tag.map { tag in
-            state.cancel(state.snapshot().filter { $0.tag == tag }.map(\.id), reason: reason, now: Clock.now())
+            state.cancel(state.snapshot().filter { $0.tag == tag }.map(\.id), reason: reason)
         } ?? state.cancelAll(reason: reason)
         applyLocked(actions)
         monitor.unlock()
@@ -282,7 +315,7 @@ final class Queue: @unchecked Sendable {
         case .continueWithout: decided = .continueWithout(AttemptReport(challenge.response))
         case .cancel: decided = .cancel
         }
-        guard let actions = state.answer(request.id, generation: challenge.generation, decided, now: Clock.now()) else {
+        guard let actions = state.answer(request.id, generation: challenge.generation, decided) else {
             monitor.unlock()
             return RQ_ERR_INVALID_HANDLE
         }
@@ -307,10 +340,22 @@ final class Queue: @unchecked Sendable {
 /// scheduler entry (bench/README.md, "The queue at scale: prefetching"). The record and the entry
 /// are found from the request's id alone, which the handle's value holds, in the queue state's
 /// layout remembered by the last cancel (any queue's: a hint, plain numbers that are never read
-/// through, harmless when stale), so that they load while the handle is looked up.
+/// through, harmless when stale), and the slot from the table's address, so that they load while
+/// the queue is looked up and locked (`Queue.cancel(handle:)`).
 enum CancelPrefetch {
     private static let records = Atomic<UInt>(0)
     private static let entries = Atomic<UInt>(0)
+    /// The handle of the queue of the last cancel that went the usual way, whose state the next
+    /// cancel looks in first (`Queue.cancel(handle:)`).
+    private static let queueHandle = Atomic<UInt>(0)
+
+    static var queue: Queue? {
+        HandleTable.shared.lookup(HandleTable.pointer(queueHandle.load(ordering: .relaxed)), kind: .queue, as: Queue.self)
+    }
+
+    static func remember(_ queue: Queue) {
+        if queueHandle.load(ordering: .relaxed) != queue.handle { queueHandle.store(queue.handle, ordering: .relaxed) }
+    }
 
     static var layout: QueueState<DuplicateKey, Request>.Layout {
         .init(records: records.load(ordering: .relaxed), entries: entries.load(ordering: .relaxed))
@@ -328,8 +373,10 @@ enum CancelPrefetch {
     }
 
     /// Before the handle of a request to cancel is looked up: its id is the slot the handle holds.
-    /// (The slot itself is read at once by the lookup: a prefetch of it measured nothing.)
+    /// The slot too: `Queue.cancel(handle:)` reads it under the monitor, after the queue's lookup.
     static func start(handle pointer: OpaquePointer?) {
-        start(UInt64(HandleTable.slot(of: UInt(bitPattern: pointer))), layout)
+        let value = UInt(bitPattern: pointer)
+        HandleTable.shared.prefetchSlot(value)
+        start(UInt64(HandleTable.slot(of: value)), layout)
     }
 }

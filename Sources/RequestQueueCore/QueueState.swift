@@ -286,7 +286,11 @@ public final class QueueState<Key: Hashable, Ref> {
     /// limit is on; they cost a string per request).
     private var originsAssigned = false
 
-    public init() {}
+    /// The time in seconds (monotonic), read only when a request may start under a rate limit,
+    /// whose tokens depend on it (`startStartable`): no other path reads the clock.
+    private let clock: () -> Double
+
+    public init(clock: @escaping () -> Double) { self.clock = clock }
 
     /// Requests in the queue, each coalesced one counted, each detached leader not.
     public var count: Int { scheduler.count - detachedCount + followerCount }
@@ -325,10 +329,6 @@ public final class QueueState<Key: Hashable, Ref> {
     public var layout: Layout {
         Layout(records: records.baseAddress, entries: scheduler.entryAddress(of: 0).map { UInt(bitPattern: $0) } ?? 0)
     }
-
-    /// Whether the `now` given to the calls that start requests matters: only a rate limit's
-    /// tokens read it. Without one a caller need not read the clock (a cancel does not).
-    public var startsReadClock: Bool { scheduler.rateLimit != nil }
 
     /// Calls `touch` with an address in each cache line that a cancel of `id` reads first, as
     /// `layout` placed them: its record with its ref (one line or two) and its scheduler entry, so
@@ -425,9 +425,9 @@ public final class QueueState<Key: Hashable, Ref> {
 
     // MARK: Settings
 
-    public func setMaxConcurrent(_ value: Int, now: Double) -> QueueActions<Ref> {
+    public func setMaxConcurrent(_ value: Int) -> QueueActions<Ref> {
         scheduler.maxConcurrent = value
-        return startStartable(now: now)
+        return startStartable()
     }
 
     public func setOrder(_ order: QueueOrder) { scheduler.order = order }
@@ -437,16 +437,16 @@ public final class QueueState<Key: Hashable, Ref> {
         scheduler.cancelsEarlierDuplicates = mode == .cancelEarlier
     }
 
-    public func setMaxPerHost(_ value: Int, now: Double, origin: (Ref) -> String) -> QueueActions<Ref> {
+    public func setMaxPerHost(_ value: Int, origin: (Ref) -> String) -> QueueActions<Ref> {
         scheduler.maxPerHost = value
         assignOrigins(origin)
-        return startStartable(now: now)
+        return startStartable()
     }
 
-    public func setRateLimit(_ value: RateLimit?, now: Double, origin: (Ref) -> String) -> QueueActions<Ref> {
+    public func setRateLimit(_ value: RateLimit?, origin: (Ref) -> String) -> QueueActions<Ref> {
         scheduler.rateLimit = value
         assignOrigins(origin)
-        return startStartable(now: now)
+        return startStartable()
     }
 
     /// Requests queued before a per-host limit was on get their origins when one is turned on.
@@ -460,16 +460,16 @@ public final class QueueState<Key: Hashable, Ref> {
 
     public func suspend() { scheduler.suspend() }
 
-    public func resume(now: Double) -> QueueActions<Ref> {
+    public func resume() -> QueueActions<Ref> {
         scheduler.resume()
-        return startStartable(now: now)
+        return startStartable()
     }
 
     /// Changes a request's priority (a coalesced request's counts for nothing: it has no place of
     /// its own), then starts what can start.
-    public func setPriority(_ id: UInt64, _ priority: Int, now: Double) -> QueueActions<Ref> {
+    public func setPriority(_ id: UInt64, _ priority: Int) -> QueueActions<Ref> {
         if let record = records[id], record.leader == nil { scheduler.setPriority(id, priority) }
-        return startStartable(now: now)
+        return startStartable()
     }
 
     /// Closes the queue (no request is accepted any more); false when it was closed already.
@@ -483,8 +483,8 @@ public final class QueueState<Key: Hashable, Ref> {
 
     /// Adds a request (the owner has checked that the queue is open and the request new).
     /// `key` is asked for only when duplicates matter, `origin` only while origins do.
-    public func add(_ id: UInt64, _ ref: Ref, traits: RequestTraits, now: Double,
-                    key: () -> Key, origin: () -> String) -> QueueActions<Ref> {
+    public func add(_ id: UInt64, _ ref: Ref, traits: RequestTraits, key: () -> Key,
+                    origin: () -> String) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         stats.added += 1
         let key = duplicates == .allow ? nil : key()
@@ -513,26 +513,26 @@ public final class QueueState<Key: Hashable, Ref> {
             if replacedRunning.contains(old), let earlier = records.ref(old) { actions.append(.abort(earlier)) }
             complete(old, .cancelled(.duplicate), stopTransfer: false, into: &actions)
         }
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return actions
     }
 
     /// Cancels one request, then starts what can start. Nil when it is not in the queue (or is a
     /// detached leader, whose completion was delivered).
-    public func cancel(_ id: UInt64, reason: CancelReason = .caller, now: Double) -> QueueActions<Ref>? {
+    public func cancel(_ id: UInt64, reason: CancelReason = .caller) -> QueueActions<Ref>? {
         var actions = QueueActions<Ref>()
         guard cancel(id, reason: reason, into: &actions) else { return nil }
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return actions
     }
 
     /// Cancels these requests (those not in the queue are skipped), then starts what can start;
     /// returns how many completions that produced.
-    public func cancel(_ ids: [UInt64], reason: CancelReason = .caller, now: Double) -> (count: Int, actions: QueueActions<Ref>) {
+    public func cancel(_ ids: [UInt64], reason: CancelReason = .caller) -> (count: Int, actions: QueueActions<Ref>) {
         var actions = QueueActions<Ref>()
         var count = 0
         for id in ids where cancel(id, reason: reason, into: &actions) { count += 1 }
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return (count, actions)
     }
 
@@ -552,9 +552,12 @@ public final class QueueState<Key: Hashable, Ref> {
     /// A coalesced request leaves its leader, whose transfer stops when nobody waits for it any
     /// more; a leader with followers delivers its own cancellation and goes on for them.
     private func cancel(_ id: UInt64, reason: CancelReason, into actions: inout QueueActions<Ref>) -> Bool {
-        guard var record = records[id], let ref = records.ref(id) else { return false }
+        // The ref is taken only where it is used: `complete` moves it out of the records, and a
+        // copy of it here was a retain of a request in no cache, waited for by every cancel of a
+        // million waiting requests (bench/README.md, "Cancel without the request's reference count").
+        guard var record = records[id] else { return false }
         if let leaderID = record.leader {
-            records[id] = nil
+            guard let ref = records.remove(id)?.ref else { return false }
             followerCount -= 1
             tally(.cancelled, downloaded: 0, uploaded: 0)
             actions.append(.complete(ref, .cancelled(reason), attempts: record.attempts, sharing: false))
@@ -568,7 +571,7 @@ public final class QueueState<Key: Hashable, Ref> {
             return true
         }
         guard !record.detached, scheduler.placement(of: id) != nil else { return false }
-        if followers[id] != nil {
+        if followers[id] != nil, let ref = records.ref(id) {
             record.detached = true
             records[id] = record
             detachedCount += 1
@@ -586,7 +589,7 @@ public final class QueueState<Key: Hashable, Ref> {
     /// or ask its authentication handler. Nothing when `generation` is not the running attempt.
     /// `random` in [0, 1) draws the retry's jitter; `retry` nil: the request is not retried.
     public func attemptEnded(_ id: UInt64, generation: UInt64, _ report: AttemptReport, retry: RetryPolicy?,
-                             method: String, random: Double, now: Double) -> QueueActions<Ref> {
+                             method: String, random: Double) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard var record = records[id], record.leader == nil, record.phase == .running,
               record.generation == generation, let ref = records.ref(id) else { return actions }
@@ -612,17 +615,17 @@ public final class QueueState<Key: Hashable, Ref> {
         case .complete:
             if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
             complete(id, .reported, report, stopTransfer: false, into: &actions)
-            startStartable(now: now, into: &actions)
+            startStartable(into: &actions)
         }
         return actions
     }
 
     /// A transfer could not even be set up: the request completes with the reported failure.
-    public func failedToStart(_ id: UInt64, generation: UInt64, _ report: AttemptReport, now: Double) -> QueueActions<Ref> {
+    public func failedToStart(_ id: UInt64, generation: UInt64, _ report: AttemptReport) -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
         guard isCurrent(id, generation: generation) else { return actions }
         complete(id, .reported, report, stopTransfer: false, into: &actions)
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return actions
     }
 
@@ -640,14 +643,14 @@ public final class QueueState<Key: Hashable, Ref> {
     }
 
     /// The rate limit's wake-up: starts what can start now.
-    public func startDue(now: Double) -> QueueActions<Ref> {
+    public func startDue() -> QueueActions<Ref> {
         scheduledWake = nil
-        return startStartable(now: now)
+        return startStartable()
     }
 
     /// The authentication handler answered the challenge of `generation`. Nil when the request no
     /// longer awaits that answer.
-    public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer, now: Double) -> QueueActions<Ref>? {
+    public func answer(_ id: UInt64, generation: UInt64, _ answer: ChallengeAnswer) -> QueueActions<Ref>? {
         guard awaitsAnswer(id, generation: generation), var record = records[id], let ref = records.ref(id) else { return nil }
         var actions = QueueActions<Ref>()
         switch answer {
@@ -664,7 +667,7 @@ public final class QueueState<Key: Hashable, Ref> {
         case .cancel:
             complete(id, .cancelled(.authHandler), stopTransfer: false, into: &actions)
         }
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return actions
     }
 
@@ -679,14 +682,15 @@ public final class QueueState<Key: Hashable, Ref> {
         retiredGenerations[slot] = generation
     }
 
-    private func startStartable(now: Double) -> QueueActions<Ref> {
+    private func startStartable() -> QueueActions<Ref> {
         var actions = QueueActions<Ref>()
-        startStartable(now: now, into: &actions)
+        startStartable(into: &actions)
         return actions
     }
 
     /// Starts what the scheduler lets start; asks for a wake-up when the rate limit holds back one.
-    private func startStartable(now: Double, into actions: inout QueueActions<Ref>) {
+    private func startStartable(into actions: inout QueueActions<Ref>) {
+        let now = scheduler.rateLimit == nil ? 0 : clock()
         scheduler.takeStartable(now: now) { id in
             // The record changes in place (no copy out and back).
             guard let ref = records.ref(id), let generation = records.modify(id, { record -> UInt64 in
@@ -717,8 +721,9 @@ public final class QueueState<Key: Hashable, Ref> {
     /// The one completion of a request and of those sharing its transfer.
     private func complete(_ id: UInt64, _ ending: Ending, _ report: AttemptReport? = nil,
                           stopTransfer: Bool, into actions: inout QueueActions<Ref>) {
-        guard let removed = records.remove(id) else { return }
-        let record = removed.record, ref = removed.ref
+        // The ref moves from the records into the action (`consume`): copied, it was retained and
+        // released once more per completion, the first of which waited for the request's line.
+        guard case let (record, ref)? = records.remove(id) else { return }
         retire(id, generation: record.generation)
         let placement = scheduler.remove(id)
         // Only a started request has a transfer or a retry timer in the engine.
@@ -727,10 +732,10 @@ public final class QueueState<Key: Hashable, Ref> {
         let down = report?.downloaded ?? 0, up = report?.uploaded ?? 0
         if record.detached {
             detachedCount -= 1
-            actions.append(.release(ref, ending, attempts: record.attempts))
+            actions.append(.release(consume ref, ending, attempts: record.attempts))
         } else {
             tally(outcome, downloaded: down, uploaded: up)
-            actions.append(.complete(ref, ending, attempts: record.attempts, sharing: false))
+            actions.append(.complete(consume ref, ending, attempts: record.attempts, sharing: false))
         }
         guard let list = followers.removeValue(forKey: id) else { return }
         for followerID in list {

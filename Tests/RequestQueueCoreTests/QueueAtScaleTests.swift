@@ -17,13 +17,13 @@ import RequestQueueCore
 
     @Test(arguments: [QueueOrder.fifo, .lifo])
     func cancellingAnyPositionKeepsTheOrderOfTheRest(order: QueueOrder) {
-        let s = QueueState<String, UInt64>()
-        _ = s.setMaxConcurrent(3, now: 0)
+        let s = QueueState<String, UInt64>(clock: { 0 })
+        _ = s.setMaxConcurrent(3)
         s.setDuplicates(.allow)
         s.setOrder(order)
         let priority = { (id: UInt64) -> Int in Int(id % 5) - 2 }
         func add(_ id: UInt64) -> [QueueAction<UInt64>] {
-            Array(s.add(id, id, traits: RequestTraits(priority: priority(id)), now: 0, key: { "k" }, origin: { "" }))
+            Array(s.add(id, id, traits: RequestTraits(priority: priority(id)), key: { "k" }, origin: { "" }))
         }
         // Three run; then 3,000 wait in a suspended queue.
         let running: [UInt64] = [1, 2, 3]
@@ -60,8 +60,8 @@ import RequestQueueCore
         #expect(s.scheduler.waitingCount == expected.count)
 
         // Resumed without a limit, the rest starts in exactly that order.
-        #expect(Array(s.setMaxConcurrent(0, now: 0)) == [])
-        let starts = Array(s.resume(now: 0))
+        #expect(Array(s.setMaxConcurrent(0)) == [])
+        let starts = Array(s.resume())
         #expect(starts.count == expected.count)
         let mismatch = starts.indices.first { i in
             i >= expected.count || starts[i] != QueueAction<UInt64>.start(expected[i], generation: 1, attempt: 1)

@@ -5,9 +5,20 @@ import Testing
 private typealias State = QueueState<String, UInt64>
 private typealias Action = QueueAction<UInt64>
 
-private func state(max: Int = 2, duplicates: Duplicates = .cancelEarlier) -> State {
-    let s = State()
-    _ = s.setMaxConcurrent(max, now: 0)
+/// The time a state reads (`QueueState(clock:)`), set by a test; counts its reads.
+private final class TestClock {
+    var now = 0.0
+    private(set) var reads = 0
+
+    func read() -> Double {
+        reads += 1
+        return now
+    }
+}
+
+private func state(max: Int = 2, duplicates: Duplicates = .cancelEarlier, clock: TestClock = TestClock()) -> State {
+    let s = State(clock: clock.read)
+    _ = s.setMaxConcurrent(max)
     s.setDuplicates(duplicates)
     return s
 }
@@ -26,18 +37,18 @@ private let unauthorized = AttemptReport(outcome: .httpStatus, status: 401)
 
 extension QueueState where Key == String, Ref == UInt64 {
     /// Adds `id` (its own key unless given one); returns the actions.
-    func add(_ id: UInt64, key: String? = nil, traits: RequestTraits = RequestTraits(), now: Double = 0) -> [QueueAction<UInt64>] {
-        Array(add(id, id, traits: traits, now: now, key: { key ?? "key-\(id)" }, origin: { "http://h\(id % 2)" }))
+    func add(_ id: UInt64, key: String? = nil, traits: RequestTraits = RequestTraits()) -> [QueueAction<UInt64>] {
+        Array(add(id, id, traits: traits, key: { key ?? "key-\(id)" }, origin: { "http://h\(id % 2)" }))
     }
 
     /// Attempt `generation` of `id` ended with `report`; a GET, retried under `retry`.
-    func ended(_ id: UInt64, _ generation: UInt64, _ report: AttemptReport, retry: RetryPolicy = RetryPolicy(),
-               now: Double = 0) -> [QueueAction<UInt64>] {
-        Array(attemptEnded(id, generation: generation, report, retry: retry, method: "GET", random: 0, now: now))
+    func ended(_ id: UInt64, _ generation: UInt64, _ report: AttemptReport,
+               retry: RetryPolicy = RetryPolicy()) -> [QueueAction<UInt64>] {
+        Array(attemptEnded(id, generation: generation, report, retry: retry, method: "GET", random: 0))
     }
 
     func cancelled(_ id: UInt64, reason: CancelReason = .caller) -> [QueueAction<UInt64>]? {
-        cancel(id, reason: reason, now: 0).map { Array($0) }
+        cancel(id, reason: reason).map { Array($0) }
     }
 }
 
@@ -74,11 +85,11 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3) == [])
-        #expect(Array(s.setMaxConcurrent(3, now: 0)) == [start(2), start(3)])
+        #expect(Array(s.setMaxConcurrent(3)) == [start(2), start(3)])
         s.suspend()
         #expect(s.add(4) == [])
         #expect(s.ended(1, 1, ok) == [done(1)])
-        #expect(Array(s.resume(now: 0)) == [start(4)])
+        #expect(Array(s.resume()) == [start(4)])
     }
 
     @Test func priorityOrdersWaitingRequests() {
@@ -86,21 +97,40 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3, traits: RequestTraits(priority: 2)) == [])
-        #expect(Array(s.setPriority(2, 2, now: 0)) == [])
+        #expect(Array(s.setPriority(2, 2)) == [])
         #expect(s.snapshot() == [1, 3, 2])
         #expect(s.ended(1, 1, ok) == [done(1), start(3)])
     }
 
     @Test func theRateLimitAsksForAWakeUpOnceAndStartsWhenItComes() {
-        let s = state(max: 0)
-        #expect(!s.startsReadClock)   // nothing else reads the time given (Queue.cancel gives none)
-        #expect(Array(s.setRateLimit(RateLimit(starts: 1, interval: 10, perHost: false), now: 0, origin: { _ in "" })) == [])
-        #expect(s.startsReadClock)
+        let clock = TestClock()
+        let s = state(max: 0, clock: clock)
+        #expect(Array(s.setRateLimit(RateLimit(starts: 1, interval: 10, perHost: false), origin: { _ in "" })) == [])
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [.wake(at: 10)])
         #expect(s.add(3) == [])  // the same wake-up serves it
-        #expect(Array(s.startDue(now: 5)) == [.wake(at: 10)])
-        #expect(Array(s.startDue(now: 10)) == [start(2), .wake(at: 20)])
+        clock.now = 5
+        #expect(Array(s.startDue()) == [.wake(at: 10)])
+        clock.now = 10
+        #expect(Array(s.startDue()) == [start(2), .wake(at: 20)])
+    }
+
+    /// Only a rate limit's tokens depend on the time: without one, nothing reads the clock.
+    @Test func theClockIsReadOnlyUnderARateLimit() {
+        let clock = TestClock()
+        let s = state(max: 1, clock: clock)
+        #expect(s.add(1) == [start(1)])
+        #expect(s.add(2) == [])
+        #expect(s.add(3) == [])
+        #expect(s.cancelled(3) == [done(3, .cancelled(.caller), attempts: 0)])
+        #expect(s.ended(1, 1, ok) == [done(1), start(2)])
+        s.suspend()
+        #expect(s.add(4) == [])
+        #expect(Array(s.resume()) == [])
+        #expect(clock.reads == 0)
+        #expect(Array(s.setRateLimit(RateLimit(starts: 5, interval: 10, perHost: false), origin: { _ in "" })) == [])
+        #expect(s.ended(2, 1, ok) == [done(2), start(4)])
+        #expect(clock.reads > 0)
     }
 
     // MARK: Attempts
@@ -132,8 +162,8 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         let s = state(max: 1)
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
-        #expect(Array(s.failedToStart(1, generation: 7, timedOut, now: 0)) == [])
-        #expect(Array(s.failedToStart(1, generation: 1, AttemptReport(outcome: .transport), now: 0)) == [done(1), start(2)])
+        #expect(Array(s.failedToStart(1, generation: 7, timedOut)) == [])
+        #expect(Array(s.failedToStart(1, generation: 1, AttemptReport(outcome: .transport))) == [done(1), start(2)])
         #expect(s.stats.failed == 1)
     }
 
@@ -143,12 +173,12 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
         #expect(s.phase(of: 1) == .authWait)
         #expect(s.awaitsAnswer(1, generation: 1))
-        #expect(s.answer(1, generation: 0, .credential, now: 0) == nil)
-        #expect(s.answer(1, generation: 1, .credential, now: 0).map { Array($0) } == [start(1, 2, attempt: 1)])
+        #expect(s.answer(1, generation: 0, .credential) == nil)
+        #expect(s.answer(1, generation: 1, .credential).map { Array($0) } == [start(1, 2, attempt: 1)])
         // Answered once: a second answer to the same challenge is refused.
-        #expect(s.answer(1, generation: 1, .cancel, now: 0) == nil)
+        #expect(s.answer(1, generation: 1, .cancel) == nil)
         #expect(s.ended(1, 2, unauthorized) == [.challenge(1, generation: 2, failures: 1)])
-        #expect(s.answer(1, generation: 2, .continueWithout(unauthorized), now: 0).map { Array($0) } == [done(1)])
+        #expect(s.answer(1, generation: 2, .continueWithout(unauthorized)).map { Array($0) } == [done(1)])
         #expect(s.stats.failed == 1)
     }
 
@@ -163,7 +193,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
-        #expect(s.answer(1, generation: 1, .cancel, now: 0).map { Array($0) } == [done(1, .cancelled(.authHandler)), start(2)])
+        #expect(s.answer(1, generation: 1, .cancel).map { Array($0) } == [done(1, .cancelled(.authHandler)), start(2)])
     }
 
     @Test func deferredHeadsGoToThoseWithAHeadCallbackOnRetryAndCompletion() {
@@ -233,7 +263,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
         #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
         #expect(s.cancelled(1) == [.abort(1), done(1, .cancelled(.caller))])
-        #expect(s.answer(1, generation: 1, .credential, now: 0) == nil)
+        #expect(s.answer(1, generation: 1, .credential) == nil)
     }
 
     @Test func cancellingAnUnknownOrCompletedRequestIsRefused() {
@@ -249,7 +279,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.add(1) == [start(1)])
         #expect(s.add(2) == [])
         #expect(s.add(3) == [])
-        let (count, actions) = s.cancel([1, 3, 8], now: 0)
+        let (count, actions) = s.cancel([1, 3, 8])
         #expect(count == 2)
         #expect(Array(actions) == [.abort(1), done(1, .cancelled(.caller)), done(3, .cancelled(.caller), attempts: 0), start(2)])
     }
@@ -267,8 +297,8 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     @Test func allowedDuplicatesRunSideBySideWithoutKeys() {
         let s = state(duplicates: .allow)
         var asked = 0
-        #expect(Array(s.add(1, 1, traits: RequestTraits(), now: 0, key: { asked += 1; return "a" }, origin: { "" })) == [start(1)])
-        #expect(Array(s.add(2, 2, traits: RequestTraits(), now: 0, key: { asked += 1; return "a" }, origin: { "" })) == [start(2)])
+        #expect(Array(s.add(1, 1, traits: RequestTraits(), key: { asked += 1; return "a" }, origin: { "" })) == [start(1)])
+        #expect(Array(s.add(2, 2, traits: RequestTraits(), key: { asked += 1; return "a" }, origin: { "" })) == [start(2)])
         #expect(asked == 0)
     }
 
@@ -443,7 +473,7 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.count == 0)
         #expect(s.scheduledCount == 0)
         #expect(Array(s.retryDue(1, generation: 2)) == [])
-        #expect(s.answer(2, generation: 1, .credential, now: 0) == nil)
+        #expect(s.answer(2, generation: 1, .credential) == nil)
         #expect(s.stats.cancelled == 7)
         #expect(s.stats.added == 7)
     }
@@ -480,29 +510,29 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
     }
 
     @Test func recordsAndRefsOfSparseReusedIdsStayApart() {
-        let s = QueueState<String, String>()
-        _ = s.setMaxConcurrent(1, now: 0)
+        let s = QueueState<String, String>(clock: { 0 })
+        _ = s.setMaxConcurrent(1)
         s.setDuplicates(.allow)
-        for id: UInt64 in [5, 0, 9] { _ = s.add(id, "r\(id)", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" }) }
+        for id: UInt64 in [5, 0, 9] { _ = s.add(id, "r\(id)", traits: RequestTraits(), key: { "" }, origin: { "" }) }
         #expect(s.ref(5) == "r5" && s.ref(0) == "r0" && s.ref(9) == "r9")
         #expect(s.ref(1) == nil && s.ref(8) == nil && s.ref(10) == nil && s.ref(UInt64.max) == nil)
         #expect(s.phase(of: 5) == .running && s.phase(of: 0) == .waiting && s.phase(of: 1) == nil)
-        #expect(s.cancel(0, now: 0) != nil)
-        #expect(s.ref(0) == nil && s.phase(of: 0) == nil && s.cancel(0, now: 0) == nil)
-        _ = s.add(0, "again", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" })
+        #expect(s.cancel(0) != nil)
+        #expect(s.ref(0) == nil && s.phase(of: 0) == nil && s.cancel(0) == nil)
+        _ = s.add(0, "again", traits: RequestTraits(), key: { "" }, origin: { "" })
         #expect(s.ref(0) == "again" && s.phase(of: 0) == .waiting && s.count == 3)
     }
 
     /// The addresses a cancel prefetches (`layout`, `addresses(of:in:)`) are those of the request's
     /// entry, where its ref lies, and of its scheduler entry; none before anything was added.
     @Test func thePrefetchedAddressesAreThoseOfTheRequestsRecordAndEntry() {
-        let s = QueueState<String, String>()
+        let s = QueueState<String, String>(clock: { 0 })
         s.suspend()
         s.setDuplicates(.allow)
         var touched: [UInt] = []
         QueueState<String, String>.addresses(of: 3, in: s.layout) { touched.append($0) }
         #expect(touched.isEmpty)
-        for id: UInt64 in 0..<40 { _ = s.add(id, "r\(id)", traits: RequestTraits(), now: 0, key: { "" }, origin: { "" }) }
+        for id: UInt64 in 0..<40 { _ = s.add(id, "r\(id)", traits: RequestTraits(), key: { "" }, origin: { "" }) }
         let layout = s.layout
         var previousLast: UInt = 0
         for id: UInt64 in 0..<40 {

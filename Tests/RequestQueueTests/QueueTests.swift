@@ -392,6 +392,49 @@ import Testing
         for r in [first, victim, last] { #expect(rq_request_free(r) == RQ_OK) }
     }
 
+    /// A cancel looks for its request first in the queue of the last cancel, by the id its handle
+    /// gives, checking the handle under that queue's lock (`Queue.cancel(handle:)`): a request of
+    /// another queue is cancelled in its own, and a stale handle whose slot a request of that
+    /// queue now has cancels nothing.
+    @Test func aCancelFindsItsRequestInItsOwnQueueAndAStaleHandleCancelsNothing() throws {
+        let first = try makeQueue(RQ_DELIVERY_DISPATCH), second = try makeQueue(RQ_DELIVERY_DISPATCH)
+        defer { for q in [first, second] { _ = rq_queue_free(q) } }
+        for q in [first, second] {
+            #expect(rq_queue_suspend(q) == RQ_OK)
+            #expect(rq_queue_set_duplicates(q, RQ_DUPLICATES_ALLOW) == RQ_OK)
+        }
+        let rec = Recorder()
+        let url = fixture.url("/bytes?n=1")  // never sent: the queues stay suspended
+        let a = try rec.request(url, tag: "a"), b = try rec.request(url, tag: "b"), c = try rec.request(url, tag: "c")
+        var made: [OpaquePointer?] = [b, c]
+        defer { for r in made { _ = rq_request_free(r) } }
+        #expect(rq_add(first, a) == RQ_OK)
+        for r in [b, c] { #expect(rq_add(second, r) == RQ_OK) }
+        #expect(rq_cancel(a) == RQ_OK)  // in the first queue, where the next cancel looks first
+        #expect(rq_cancel(b) == RQ_OK)  // found in its own queue, which the next one looks in
+        #expect(count(first) == 0 && count(second) == 1)
+        #expect(rq_cancel(b) == RQ_ERR_NOT_ACTIVE)
+        // Once a's completion ran and its handle is freed, its slot (the handle's bits from 34 on,
+        // the request's id in a queue) goes to a request made later.
+        _ = rq_queue_dispatch(first, 0, nil)
+        #expect(rec.completion("a")?.outcome == RQ_OUTCOME_CANCELLED)
+        #expect(rq_request_free(a) == RQ_OK)
+        var reused: OpaquePointer?
+        for i in 0..<10_000 where reused == nil {
+            let r = try rec.request(url, tag: "new \(i)")
+            made.append(r)
+            if UInt(bitPattern: r) >> 34 == UInt(bitPattern: a) >> 34 { reused = r }
+        }
+        try #require(reused != nil)
+        #expect(rq_add(second, reused) == RQ_OK)
+        #expect(rq_cancel(a) == RQ_ERR_INVALID_HANDLE)
+        #expect(count(second) == 2)
+        #expect(rq_cancel(reused) == RQ_OK)
+        #expect(count(second) == 1)
+        _ = rq_queue_dispatch(second, 0, nil)
+        #expect(rec.completions.map(\.tag) == ["a", "b", "new \(made.count - 3)"])
+    }
+
     /// A cancelled request's response reads the request's URL when asked (it keeps no copy of its
     /// own): retained past the frees of the request and of its queue, it still says everything.
     @Test func aCancelledResponseRetainedPastItsRequestAndQueueStillHasTheURL() throws {
