@@ -244,7 +244,8 @@
  *   two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
- *   included), a header line without a colon, a header section that starts with a continuation
+ *   and chunked trailers included), a header or trailer line without a colon, a header section
+ *   that starts with a continuation
  *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
  *   of its own (the library speaks only HTTP). None of them is
  *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
@@ -270,8 +271,12 @@
  *   the bytes delivered are the decoded body, and the maximum response size
  *   (`rq_request_set_max_response_size`) and the streaming memory bound count them; `rq_metrics`
  *   reports the bytes that came over the wire apart (`wire_bytes_down`). A coding libcurl does
- *   not know, more than 5 codings stacked, or bytes that do not decode end the attempt with
- *   RQ_OUTCOME_BAD_RESPONSE. A decompression bomb (a few KiB that decode to gigabytes) costs
+ *   not know, more than 5 codings stacked, or bytes that do not decode (bytes after the end of
+ *   the compressed data included: libcurl 7.88 decodes one gzip member) end the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE. A compressed body cut short is not detected by libcurl 7.88: when its
+ *   framing says it is complete (a body that ends at the close of the connection, or a
+ *   Content-Length or chunks that hold only part of the compressed data), what decoded is
+ *   delivered as a success; the server's framing is all the library checks. A decompression bomb (a few KiB that decode to gigabytes) costs
  *   bounded memory when the body is streamed or written to a file, but for one case: while a
  *   streamed transfer is paused (see `rq_request_set_body_callback`), libcurl keeps what it
  *   decoded from its last read of the connection, up to 64 MiB; a read that decodes to more (br
@@ -361,6 +366,11 @@
  *   resolved against the URL that was redirected (libcurl's `curl_url`). A Location's own fragment
  *   is kept in the effective URL but never sent; without one, the request's fragment carries over
  *   (RFC 9110 10.2.2).
+ * - Which statuses: 301, 302, 303, 307 and 308 with a Location are followed, and so are 300, 305
+ *   (as any redirect, never as a proxy) and the 3xx statuses HTTP does not define, each
+ *   repeating method and body as 307 does (RFC 9110 15.4 allows it; browsers, requests and httpx
+ *   follow only the five: set the maximum to 0 to choose yourself). A 304 (Not Modified) answers a
+ *   conditional request and is never followed, Location or not: it is the response.
  * - Method and body: 307 and 308 repeat the request as it was (method and body). 301 and 302 turn a
  *   POST into a GET without a body (as browsers, curl, requests and httpx do; RFC 9110 15.4.2-3
  *   allows it for POST only); every other method is repeated with its body. 303 turns a POST into a

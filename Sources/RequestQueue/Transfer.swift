@@ -70,7 +70,7 @@ final class Transfer {
     /// RQ_OUTCOME_CONNECTION_LOST.
     private var resendRefused = false
     /// Whether the attempt stopped at a 303 that libcurl would follow with the request's own
-    /// method (see `headEnded`): the 303 is the response.
+    /// method, or at a 304 with a Location (see `headEnded`): that 3xx is the response.
     private var seeOtherKept = false
     /// Whether the end of the current response's headers was handled (`headEnded`), and whether
     /// its head waits for the end of the attempt (a 401).
@@ -587,8 +587,10 @@ final class Transfer {
         if (300...399).contains(status), followsRedirect(request) {
             // A 303 asks for a GET of its Location (RFC 9110 15.4.4). libcurl 7.88 makes a GET of
             // a POST, but sends any other method (CURLOPT_CUSTOMREQUEST: PUT, DELETE, ...) there
-            // again: such a 303 is not followed; it ends the attempt as its response.
-            if status != 303 || HTTPMethods.seeOtherFollowed.contains(request.method) {
+            // again: such a 303 is not followed; it ends the attempt as its response. So does a
+            // 304, which answers a conditional request and is no redirect (RFC 9110 15.4.5):
+            // libcurl follows any 3xx with a Location.
+            if status != 304, status != 303 || HTTPMethods.seeOtherFollowed.contains(request.method) {
                 // libcurl sends the next request: its response's headers are awaited.
                 awaitingHeaders = true
                 return
@@ -1045,6 +1047,18 @@ final class Transfer {
                 outcome = .badResponse
                 message = "the response body expands to more than libcurl keeps for a paused transfer "
                     + "(64 MiB decoded from one read of the connection: a decompression bomb)"
+            } else if code == CURLE_BAD_FUNCTION_ARGUMENT, message == "Failed reading the chunked-encoded stream" {
+                // libcurl's reading of header fields refuses a chunked trailer line without a colon
+                // or with a NUL byte (such a header line is CURLE_WEIRD_SERVER_REPLY).
+                outcome = .badResponse
+                message = "a trailer line of the response has no colon or holds a NUL byte"
+            } else if code == CURLE_WRITE_ERROR, errorBuffer.pointee == 0, !outOfMemory, !tooLarge,
+                      HeaderLines.valueBytes(named: "Content-Encoding", in: headers.bytes) != nil {
+                // libcurl's gzip, deflate and br decoders refuse bytes after the end of the
+                // compressed data (a second gzip member too) with a write error and no message;
+                // the library's own refusals of body bytes come with libcurl's message.
+                outcome = .badResponse
+                message = "the response body does not decode: bytes follow the end of its compressed data"
             } else {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
                     : Transfer.outcome(of: code, message: message, statusSeen: status != 0)

@@ -659,6 +659,37 @@ static void content_encoding_bombs(rq_queue *queues[3], const char *tmp) {
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
     expect_raw(queues[0], "HTTP/1.1 200 OK\r\nContent-Encoding: zstd\r\nContent-Length: 5\r\n\r\nhello", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* Bytes after the end of the compressed data (garbage, a second gzip member), collected and
+     * streamed: libcurl's decoder refuses them with a write error and no message of its own
+     * (before: RQ_OUTCOME_TRANSPORT "Failed writing received data to disk/application"). */
+    static const char gzip_hello[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\x07\x00\x86\xa6\x10\x36"
+                                     "\x05\x00\x00\x00";
+    static const char deflate_hello[] = "\x78\x9c\xcb\x48\xcd\xc9\xc9\x07\x00\x06\x2c\x02\x15";
+    const struct {
+        const char *coding, *data;
+        size_t size;
+        const char *after;
+    } extra_bytes[] = {{"gzip", gzip_hello, sizeof gzip_hello - 1, "garbage"},
+                       {"gzip", gzip_hello, sizeof gzip_hello - 1, NULL},
+                       {"deflate", deflate_hello, sizeof deflate_hello - 1, "garbage"}};
+    for (size_t i = 0; i < sizeof extra_bytes / sizeof extra_bytes[0]; i++) {
+        char reply[256];
+        int n = snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\n\r\n", extra_bytes[i].coding);
+        memcpy(reply + n, extra_bytes[i].data, extra_bytes[i].size);
+        n += (int)extra_bytes[i].size;
+        const char *after = extra_bytes[i].after ? extra_bytes[i].after : extra_bytes[i].data; /* a second member */
+        size_t after_size = extra_bytes[i].after ? strlen(after) : extra_bytes[i].size;
+        memcpy(reply + n, after, after_size);
+        char *path = raw_path(reply, (size_t)n + after_size, "");
+        for (int s = 0; s < 2; s++) {
+            outcome_t o;
+            run(queues[0], path, s ? streamed : NULL, NULL, &o);
+            CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "end of its compressed data"),
+                  "%s, then %s%s: outcome %s (%s)", extra_bytes[i].coding, extra_bytes[i].after ? extra_bytes[i].after : "a second member",
+                  s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+        }
+        free(path);
+    }
 }
 
 /* Two different Content-Length values: the body's end is ambiguous (RFC 9112, 6.3); libcurl took
@@ -1214,6 +1245,19 @@ static void header_edges(rq_queue *queue) {
     CHECK(o.body_size == 2 && o.header_count == 4, "odd header lines: body %zu, %zu headers", o.body_size, o.header_count);
     expect_raw(queue, "HTTP/1.1 200 OK\r\nno colon at all\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* The same in a chunked trailer, and a NUL there (before: RQ_OUTCOME_TRANSPORT "Failed reading
+     * the chunked-encoded stream"). */
+    static const char trailer_nul[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-A: a\0b\r\n\r\n";
+    path = raw_path(trailer_nul, sizeof trailer_nul - 1, "");
+    for (int s = 0; s < 2; s++) {
+        run(queue, path, s ? streamed : NULL, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && o.status == 200 && strstr(o.message, "trailer"),
+              "a NUL in a trailer%s: %s (%s)", s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+    }
+    free(path);
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-A: a\r\nno colon\r\n\r\n", "",
+               NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200, &o);
+    CHECK(strstr(o.message, "trailer line"), "a trailer without a colon: %s", o.message);
     expect_raw(queue, "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     CHECK(o.body_size == 2, "LF line ends: body %zu", o.body_size);
     /* Trailers dripped one line every 0.1 s: not body bytes, so the low-speed limit ends it. */
