@@ -287,8 +287,10 @@
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
- * - A Retry-After that is neither 1 to 9 digits of seconds nor an IMF-fixdate ("Sun, 06 Nov 1994
- *   08:49:37 GMT", years 0001 to 9999) is ignored.
+ * - A Retry-After that is neither 1 to 9 digits of seconds nor an HTTP-date in one of the three
+ *   formats RFC 9110 5.6.7 has recipients accept (an IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT",
+ *   years 0001 to 9999; the obsolete "Sunday, 06-Nov-94 08:49:37 GMT", its year at most 50 years
+ *   ahead, and "Sun Nov  6 08:49:37 1994") is ignored.
  *
  * ===================================================================================================
  * The HTTP exchange (RFC 9110, 9112)
