@@ -583,7 +583,8 @@ typedef void (*rq_progress_fn)(void *context, rq_request *request, double progre
 #define RQ_PROGRESS_INDETERMINATE (-1.0)
 
 /** An authentication challenge (the server answered 401). `failure_count` is the number of
- *  earlier answers with a credential that the server rejected for this request (0 the first time).
+ *  earlier answers with a credential that the server rejected for this request (0 the first time;
+ *  at most 9: see `rq_auth_use_credential`).
  *  `response` is the 401 response (status, headers such as WWW-Authenticate, body), borrowed for
  *  the call. The handler must answer exactly once, now or later, from any thread, with
  *  `rq_auth_use_credential`, `rq_auth_continue_without` or `rq_auth_cancel`. Until it is answered
@@ -1145,7 +1146,11 @@ RQ_API rq_result rq_response_get_summary(const rq_response *response, rq_respons
 
 /** Answers a challenge by sending the request again with these credentials (copied; Basic or
  *  Digest, as the server asks). The challenge handle is invalid afterwards. If the server rejects
- *  them, the handler is called again with failure_count one higher.
+ *  them, the handler is called again with failure_count one higher, up to 9: the tenth rejected
+ *  credential completes the request with that 401 (RQ_OUTCOME_HTTP_STATUS), as without a handler
+ *  (each answer goes out at once, so a handler that always answers would otherwise send requests
+ *  for ever to a server that rejects them). Each answer starts a new exchange, whose time limits
+ *  (`rq_request_set_timeout` included) start again.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE (already answered, or the request completed
  *  or was cancelled in the meantime). */
 RQ_API rq_result rq_auth_use_credential(rq_auth_challenge *challenge, const char *user,
