@@ -228,6 +228,21 @@ static void with_auth(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_auth_handler(request, on_challenge));
 }
 
+/* A handler that always answers with a credential, whatever the failures. */
+static void on_challenge_always(void *context, rq_request *request, rq_auth_challenge *challenge, unsigned failures,
+                                const rq_response *response) {
+    outcome_t *o = context;
+    (void)request, (void)failures, (void)response;
+    o->challenges++;
+    rq_auth_use_credential(challenge, "user", "wrong");
+}
+
+static void with_auth_always(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_auth_handler(request, on_challenge_always));
+    CHECK_OK(rq_request_set_timeout(request, 5));
+}
+
 /* A POST of 100000 bytes with upload progress, answering the challenge: the body is sent twice
  * within the attempt, and `done` must not go back. */
 static void upload_with_auth(rq_request *request, outcome_t *o, void *arg) {
@@ -1086,6 +1101,12 @@ static void auth_challenges(rq_queue *queue) {
     CHECK(o.challenges == 1 && server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN") <= 12,
           "a stale Digest loop: %d challenges, the server saw %d requests", o.challenges,
           server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN"));
+    /* A server that rejects every credential, a handler that always answers one: each answer goes
+     * out at once (before: thousands of requests a second, for ever, the total timeout starting
+     * again with each). The tenth rejected credential ends it with its 401. */
+    expect_raw(queue, "HTTP/1.1 401 No\r\nWWW-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\n\r\n", "&keep=1&rejects=1",
+               with_auth_always, NULL, RQ_OUTCOME_HTTP_STATUS, 401, &o);
+    CHECK(o.challenges == 10, "a handler answering every rejection: %d challenges", o.challenges);
     free(reply);
     free(realm);
     free(nonce);
