@@ -244,7 +244,8 @@
  *   two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
- *   and chunked trailers included), a header or trailer line without a colon, a header section
+ *   and chunked trailers included), a header or trailer line without a colon (or with a CR
+ *   before it; a bare CR after the colon is part of the value), a header section
  *   that starts with a continuation
  *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
  *   of its own (the library speaks only HTTP). None of them is

@@ -1047,11 +1047,13 @@ final class Transfer {
                 outcome = .badResponse
                 message = "the response body expands to more than libcurl keeps for a paused transfer "
                     + "(64 MiB decoded from one read of the connection: a decompression bomb)"
-            } else if code == CURLE_BAD_FUNCTION_ARGUMENT, message == "Failed reading the chunked-encoded stream" {
-                // libcurl's reading of header fields refuses a chunked trailer line without a colon
-                // or with a NUL byte (such a header line is CURLE_WEIRD_SERVER_REPLY).
+            } else if code == CURLE_BAD_FUNCTION_ARGUMENT, status != 0 {
+                // libcurl's reading of header fields (its headers API) refuses a line where it
+                // finds no name: a bare CR before a header line's colon, a chunked trailer without
+                // a colon or with a NUL byte (such a header line is CURLE_WEIRD_SERVER_REPLY).
                 outcome = .badResponse
-                message = "a trailer line of the response has no colon or holds a NUL byte"
+                message = "a header or trailer line of the response is malformed (no colon, a CR before its colon, "
+                    + "or a NUL byte)"
             } else if code == CURLE_WRITE_ERROR, errorBuffer.pointee == 0, !outOfMemory, !tooLarge,
                       HeaderLines.valueBytes(named: "Content-Encoding", in: headers.bytes) != nil {
                 // libcurl's gzip, deflate and br decoders refuse bytes after the end of the

@@ -1279,6 +1279,12 @@ static void header_edges(rq_queue *queue) {
     expect_raw(queue, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-A: a\r\nno colon\r\n\r\n", "",
                NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200, &o);
     CHECK(strstr(o.message, "trailer line"), "a trailer without a colon: %s", o.message);
+    /* A bare CR before a header line's colon (after it, the CR is part of the value: above): libcurl
+     * cannot find the name (before: RQ_OUTCOME_TRANSPORT "A libcurl function was given a bad
+     * argument"). */
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nX-A\rX-B: v\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE,
+               200, &o);
+    CHECK(strstr(o.message, "header or trailer line"), "a bare CR before the colon: %s", o.message);
     expect_raw(queue, "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     CHECK(o.body_size == 2, "LF line ends: body %zu", o.body_size);
     /* Trailers dripped one line every 0.1 s: not body bytes, so the low-speed limit ends it. */
