@@ -245,10 +245,9 @@
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
  *   and chunked trailers included), a header or trailer line without a colon (or with a CR
- *   before it; a bare CR after the colon is part of the value), a header section
- *   that starts with a continuation
- *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
- *   of its own (the library speaks only HTTP). None of them is
+ *   before it; a bare CR after the colon is part of the value), a header section that starts
+ *   with a continuation line, and a 101 Switching Protocols that the request did not ask for
+ *   with an Upgrade header of its own (the library speaks only HTTP). None of them is
  *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
  *   when the extra bytes come with it, its connection is closed rather than used again.
  * - A connection closed or reset before the reply is complete (inside the status line, the
