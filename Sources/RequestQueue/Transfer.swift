@@ -6,7 +6,7 @@ import RequestQueueCore
 /// engine keeps idle ones in a pool, so that a handle keeps its connection-independent options
 /// from one attempt to the next and only what differs is set again.
 final class Transfer {
-    let easy: UnsafeMutableRawPointer
+    private(set) var easy: UnsafeMutableRawPointer
     /// unowned(unsafe): the engine owns its transfers (running or pooled; a request's reference
     /// to one is dropped when it stops running) and drops them all when its thread ends, before
     /// the engine itself can go; a checked reference costs a retain and a release for every use.
@@ -232,6 +232,41 @@ final class Transfer {
         curl_slist_free_all(ownHeaderList.list)
         curl_slist_free_all(resolveOverrides)
         _ = file?.close()
+    }
+
+    /// libcurl before 8.1.0 keeps, from one transfer of a handle to the next, a pointer to the last
+    /// response header it stored for its headers API, into memory that the next transfer frees
+    /// (fixed in 8.1.0, "headers: clear (possibly) lingering pointer in init"): a response whose
+    /// first header line is a continuation line (obs-fold) then has libcurl append that line to
+    /// freed memory, a double free that a server could use to crash the host. Debian 12's 7.88.1
+    /// has it. There a handle serves one transfer only (`renewHandle`).
+    static let handleServesOneTransfer = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
+
+    /// Whether the handle ran a transfer since it was made.
+    private var handleUsed = false
+
+    /// Engine thread, before `begin`: a handle that ran a transfer is replaced by a new one with
+    /// the same options when libcurl needs it (`handleServesOneTransfer`). False when no handle
+    /// could be made (out of memory): the transfer cannot be used.
+    func renewHandle() -> Bool {
+        guard handleUsed, Transfer.handleServesOneTransfer else {
+            handleUsed = true
+            return true
+        }
+        guard let fresh = curl_easy_init() else { return false }
+        prepareReset(options)
+        curl_easy_cleanup(easy)
+        easy = fresh
+        route = Route()
+        setFixedOptions()
+        if let options { apply(options) }
+        // The URL of the handle's last attempt, as it was given (`configure` sets another).
+        if let urlHandle {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(urlHandle))
+        } else if let url = urlSet, !setURL(url) {
+            urlSet = nil
+        }
+        return true
     }
 
     /// Starts an attempt: resets the per-attempt state and sets the handle's options.
@@ -1049,11 +1084,12 @@ final class Transfer {
                     + "(64 MiB decoded from one read of the connection: a decompression bomb)"
             } else if code == CURLE_BAD_FUNCTION_ARGUMENT, status != 0 {
                 // libcurl's reading of header fields (its headers API) refuses a line where it
-                // finds no name: a bare CR before a header line's colon, a chunked trailer without
-                // a colon or with a NUL byte (such a header line is CURLE_WEIRD_SERVER_REPLY).
+                // finds no name: a bare CR before a header line's colon, a continuation line with
+                // no field before it, a chunked trailer without a colon or with a NUL byte (such a
+                // header line is CURLE_WEIRD_SERVER_REPLY).
                 outcome = .badResponse
                 message = "a header or trailer line of the response is malformed (no colon, a CR before its colon, "
-                    + "or a NUL byte)"
+                    + "a NUL byte, or a continuation line with no field before it)"
             } else if code == CURLE_WRITE_ERROR, errorBuffer.pointee == 0, !outOfMemory, !tooLarge,
                       HeaderLines.valueBytes(named: "Content-Encoding", in: headers.bytes) != nil {
                 // libcurl's gzip, deflate and br decoders refuse bytes after the end of the

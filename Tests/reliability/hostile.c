@@ -759,6 +759,15 @@ static void header_bytes(rq_queue *queue) {
     CHECK(o.body_size == 5, "obs-fold: body %zu", o.body_size);
     expect_raw(queue, "HTTP/1.1 200 OK\r\n folded-first\r\nContent-Length: 5\r\n\r\nhello", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* The same with a colon, after an ordinary reply on the same queue (its libcurl handle used
+     * again): libcurl 7.88 appended the line to the last header of the handle's previous transfer,
+     * memory that transfer's end had freed (a double free: the process aborted). */
+    for (int i = 0; i < 3; i++) {
+        expect_raw(queue, "HTTP/1.1 200 OK\r\nX-Before: 1\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
+        expect_raw(queue, "HTTP/1.1 200 OK\r\n X-Folded: v\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
+                   RQ_OUTCOME_BAD_RESPONSE, 200, &o);
+        CHECK(strstr(o.message, "continuation line"), "a continuation line first: %s", o.message);
+    }
     /* A folded Content-Length is an empty one: invalid. */
     expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length:\r\n 5\r\n\r\nhello", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
 }
