@@ -1090,11 +1090,13 @@ final class Transfer {
                 outcome = .badResponse
                 message = "a header or trailer line of the response is malformed (no colon, a CR before its colon, "
                     + "a NUL byte, or a continuation line with no field before it)"
-            } else if code == CURLE_WRITE_ERROR, errorBuffer.pointee == 0, !outOfMemory, !tooLarge,
+            } else if code == CURLE_WRITE_ERROR, !outOfMemory, !tooLarge,
+                      errorBuffer.pointee == 0 || message == "Failed reading the chunked-encoded stream",
                       HeaderLines.valueBytes(named: "Content-Encoding", in: headers.bytes) != nil {
                 // libcurl's gzip, deflate and br decoders refuse bytes after the end of the
-                // compressed data (a second gzip member too) with a write error and no message;
-                // the library's own refusals of body bytes come with libcurl's message.
+                // compressed data (a second gzip member too) with a write error and no message
+                // (its chunked reader's, in chunks); the library's own refusals of body bytes come
+                // with libcurl's "Failure writing output to destination".
                 outcome = .badResponse
                 message = "the response body does not decode: bytes follow the end of its compressed data"
             } else {

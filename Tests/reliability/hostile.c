@@ -687,6 +687,21 @@ static void content_encoding_bombs(rq_queue *queues[3], const char *tmp) {
     } extra_bytes[] = {{"gzip", gzip_hello, sizeof gzip_hello - 1, "garbage"},
                        {"gzip", gzip_hello, sizeof gzip_hello - 1, NULL},
                        {"deflate", deflate_hello, sizeof deflate_hello - 1, "garbage"}};
+    /* In chunks: libcurl's chunked reader reports the decoder's refusal as its own. */
+    char chunked[256];
+    int c = snprintf(chunked, sizeof chunked, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n",
+                     sizeof gzip_hello - 1);
+    memcpy(chunked + c, gzip_hello, sizeof gzip_hello - 1);
+    c += (int)(sizeof gzip_hello - 1);
+    c += snprintf(chunked + c, sizeof chunked - (size_t)c, "\r\n7\r\ngarbage\r\n0\r\n\r\n");
+    char *chunked_path = raw_path(chunked, (size_t)c, "");
+    for (int s = 0; s < 2; s++) {
+        outcome_t o;
+        run(queues[0], chunked_path, s ? streamed : NULL, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "end of its compressed data"),
+              "gzip in chunks, then garbage%s: outcome %s (%s)", s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+    }
+    free(chunked_path);
     for (size_t i = 0; i < sizeof extra_bytes / sizeof extra_bytes[0]; i++) {
         char reply[256];
         int n = snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\n\r\n", extra_bytes[i].coding);
