@@ -276,7 +276,8 @@
  *   RQ_OUTCOME_BAD_RESPONSE. A compressed body cut short is not detected by libcurl 7.88: when its
  *   framing says it is complete (a body that ends at the close of the connection, or a
  *   Content-Length or chunks that hold only part of the compressed data), what decoded is
- *   delivered as a success; the server's framing is all the library checks. A decompression bomb (a few KiB that decode to gigabytes) costs
+ *   delivered as a success; the server's framing is all the library checks. A decompression
+ *   bomb (a few KiB that decode to gigabytes) costs
  *   bounded memory when the body is streamed or written to a file, but for one case: while a
  *   streamed transfer is paused (see `rq_request_set_body_callback`), libcurl keeps what it
  *   decoded from its last read of the connection, up to 64 MiB; a read that decodes to more (br
