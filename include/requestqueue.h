@@ -244,9 +244,10 @@
  *   two different Content-Length values in one response (the end of the
  *   body would be ambiguous: what lies beyond one of them could pass for the next response on
  *   the connection; identical repeats are fine), a NUL byte in a header line (the status line
- *   included), a header line without a colon, a header section that starts with a continuation
- *   line, and a 101 Switching Protocols that the request did not ask for with an Upgrade header
- *   of its own (the library speaks only HTTP). None of them is
+ *   and chunked trailers included), a header or trailer line without a colon (or with a CR
+ *   before it; a bare CR after the colon is part of the value), a header section that starts
+ *   with a continuation line, and a 101 Switching Protocols that the request did not ask for
+ *   with an Upgrade header of its own (the library speaks only HTTP). None of them is
  *   retried by the default retry outcomes. A body longer than its Content-Length is cut there;
  *   when the extra bytes come with it, its connection is closed rather than used again.
  * - A connection closed or reset before the reply is complete (inside the status line, the
@@ -270,8 +271,13 @@
  *   the bytes delivered are the decoded body, and the maximum response size
  *   (`rq_request_set_max_response_size`) and the streaming memory bound count them; `rq_metrics`
  *   reports the bytes that came over the wire apart (`wire_bytes_down`). A coding libcurl does
- *   not know, more than 5 codings stacked, or bytes that do not decode end the attempt with
- *   RQ_OUTCOME_BAD_RESPONSE. A decompression bomb (a few KiB that decode to gigabytes) costs
+ *   not know, more than 5 codings stacked, or bytes that do not decode (bytes after the end of
+ *   the compressed data included: libcurl 7.88 decodes one gzip member) end the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE. A compressed body cut short is not detected by libcurl 7.88: when its
+ *   framing says it is complete (a body that ends at the close of the connection, or a
+ *   Content-Length or chunks that hold only part of the compressed data), what decoded is
+ *   delivered as a success; the server's framing is all the library checks. A decompression
+ *   bomb (a few KiB that decode to gigabytes) costs
  *   bounded memory when the body is streamed or written to a file, but for one case: while a
  *   streamed transfer is paused (see `rq_request_set_body_callback`), libcurl keeps what it
  *   decoded from its last read of the connection, up to 64 MiB; a read that decodes to more (br
@@ -282,8 +288,10 @@
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
- * - A Retry-After that is neither 1 to 9 digits of seconds nor an IMF-fixdate ("Sun, 06 Nov 1994
- *   08:49:37 GMT", years 0001 to 9999) is ignored.
+ * - A Retry-After that is neither 1 to 9 digits of seconds nor an HTTP-date in one of the three
+ *   formats RFC 9110 5.6.7 has recipients accept (an IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT",
+ *   years 0001 to 9999; the obsolete "Sunday, 06-Nov-94 08:49:37 GMT", its year at most 50 years
+ *   ahead, and "Sun Nov  6 08:49:37 1994") is ignored.
  *
  * ===================================================================================================
  * The HTTP exchange (RFC 9110, 9112)
@@ -361,6 +369,11 @@
  *   resolved against the URL that was redirected (libcurl's `curl_url`). A Location's own fragment
  *   is kept in the effective URL but never sent; without one, the request's fragment carries over
  *   (RFC 9110 10.2.2).
+ * - Which statuses: 301, 302, 303, 307 and 308 with a Location are followed, and so are 300, 305
+ *   (as any redirect, never as a proxy) and the 3xx statuses HTTP does not define, each
+ *   repeating method and body as 307 does (RFC 9110 15.4 allows it; browsers, requests and httpx
+ *   follow only the five: set the maximum to 0 to choose yourself). A 304 (Not Modified) answers a
+ *   conditional request and is never followed, Location or not: it is the response.
  * - Method and body: 307 and 308 repeat the request as it was (method and body). 301 and 302 turn a
  *   POST into a GET without a body (as browsers, curl, requests and httpx do; RFC 9110 15.4.2-3
  *   allows it for POST only); every other method is repeated with its body. 303 turns a POST into a
@@ -571,7 +584,8 @@ typedef void (*rq_progress_fn)(void *context, rq_request *request, double progre
 #define RQ_PROGRESS_INDETERMINATE (-1.0)
 
 /** An authentication challenge (the server answered 401). `failure_count` is the number of
- *  earlier answers with a credential that the server rejected for this request (0 the first time).
+ *  earlier answers with a credential that the server rejected for this request (0 the first time;
+ *  at most 9: see `rq_auth_use_credential`).
  *  `response` is the 401 response (status, headers such as WWW-Authenticate, body), borrowed for
  *  the call. The handler must answer exactly once, now or later, from any thread, with
  *  `rq_auth_use_credential`, `rq_auth_continue_without` or `rq_auth_cancel`. Until it is answered
@@ -1133,7 +1147,11 @@ RQ_API rq_result rq_response_get_summary(const rq_response *response, rq_respons
 
 /** Answers a challenge by sending the request again with these credentials (copied; Basic or
  *  Digest, as the server asks). The challenge handle is invalid afterwards. If the server rejects
- *  them, the handler is called again with failure_count one higher.
+ *  them, the handler is called again with failure_count one higher, up to 9: the tenth rejected
+ *  credential completes the request with that 401 (RQ_OUTCOME_HTTP_STATUS), as without a handler
+ *  (each answer goes out at once, so a handler that always answers would otherwise send requests
+ *  for ever to a server that rejects them). Each answer starts a new exchange, whose time limits
+ *  (`rq_request_set_timeout` included) start again.
  *  Errors: RQ_ERR_NULL_ARGUMENT, RQ_ERR_INVALID_HANDLE (already answered, or the request completed
  *  or was cancelled in the meantime). */
 RQ_API rq_result rq_auth_use_credential(rq_auth_challenge *challenge, const char *user,

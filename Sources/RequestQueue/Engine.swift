@@ -433,7 +433,7 @@ final class Engine: @unchecked Sendable {
                                            attempts: request.attempts)))
             return
         }
-        guard let transfer = pool.isEmpty ? Transfer(engine: self) : pool.removeLast() else {
+        guard let transfer = pool.isEmpty ? Transfer(engine: self) : pool.removeLast(), transfer.renewHandle() else {
             report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
             return
         }

@@ -6,7 +6,7 @@ import RequestQueueCore
 /// engine keeps idle ones in a pool, so that a handle keeps its connection-independent options
 /// from one attempt to the next and only what differs is set again.
 final class Transfer {
-    let easy: UnsafeMutableRawPointer
+    private(set) var easy: UnsafeMutableRawPointer
     /// unowned(unsafe): the engine owns its transfers (running or pooled; a request's reference
     /// to one is dropped when it stops running) and drops them all when its thread ends, before
     /// the engine itself can go; a checked reference costs a retain and a release for every use.
@@ -43,6 +43,9 @@ final class Transfer {
     private var urlSetIsEffective = false
     /// `urlSet` parsed, when it is set as CURLOPT_CURLU (`setParsedURL`); owned by the transfer.
     private var urlHandle: OpaquePointer?
+    /// `urlHandle`'s URL as libcurl writes it (curl_url_get, once, with the handle): given with it
+    /// as CURLOPT_URL, so that a transfer on a new handle (`renewHandle`) does not make it again.
+    private var urlHandleText: UnsafeMutablePointer<CChar>?
     /// The request's own Cookie lines' values, for CURLOPT_COOKIE, when it uses the cookie jar
     /// (Transport.swift, `setHeaders`); set on the handle for each request of the attempt that
     /// goes to the request's origin (`connected`).
@@ -74,7 +77,7 @@ final class Transfer {
     /// RQ_OUTCOME_CONNECTION_LOST.
     private var resendRefused = false
     /// Whether the attempt stopped at a 303 that libcurl would follow with the request's own
-    /// method (see `headEnded`): the 303 is the response.
+    /// method, or at a 304 with a Location (see `headEnded`): that 3xx is the response.
     private var seeOtherKept = false
     /// Whether the end of the current response's headers was handled (`headEnded`), and whether
     /// its head waits for the end of the attempt (a 401).
@@ -232,10 +235,47 @@ final class Transfer {
     deinit {
         curl_easy_cleanup(easy)
         curl_url_cleanup(urlHandle)
+        curl_free(urlHandleText)
         errorBuffer.deallocate()
         curl_slist_free_all(ownHeaderList.list)
         curl_slist_free_all(resolveOverrides)
         _ = file?.close()
+    }
+
+    /// libcurl before 8.1.0 keeps, from one transfer of a handle to the next, a pointer to the last
+    /// response header it stored for its headers API, into memory that the next transfer frees
+    /// (fixed in 8.1.0, "headers: clear (possibly) lingering pointer in init"): a response whose
+    /// first header line is a continuation line (obs-fold) then has libcurl append that line to
+    /// freed memory, a double free that a server could use to crash the host. Debian 12's 7.88.1
+    /// has it. There a handle serves one transfer only (`renewHandle`).
+    static let handleServesOneTransfer = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
+
+    /// Whether the handle ran a transfer since it was made.
+    private var handleUsed = false
+
+    /// Engine thread, before `begin`: a handle that ran a transfer is replaced by a new one with
+    /// the same options when libcurl needs it (`handleServesOneTransfer`). False when no handle
+    /// could be made (out of memory): the transfer cannot be used.
+    func renewHandle() -> Bool {
+        guard handleUsed, Transfer.handleServesOneTransfer else {
+            handleUsed = true
+            return true
+        }
+        guard let fresh = curl_easy_init() else { return false }
+        prepareReset(options)
+        curl_easy_cleanup(easy)
+        easy = fresh
+        route = Route()
+        setFixedOptions()
+        if let options { apply(options) }
+        // The URL of the handle's last attempt, as it was given (`configure` sets another).
+        if let urlHandle {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, urlHandleText)
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(urlHandle))
+        } else if let url = urlSet, !setURL(url) {
+            urlSet = nil
+        }
+        return true
     }
 
     /// Starts an attempt: resets the per-attempt state and sets the handle's options.
@@ -428,6 +468,8 @@ final class Transfer {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, nil)
             curl_url_cleanup(urlHandle)
             urlHandle = nil
+            curl_free(urlHandleText)
+            urlHandleText = nil
         }
         return url.withCString { ccurl_easy_setopt_ptr(easy, CURLOPT_URL, $0) } == CURLE_OK
     }
@@ -435,20 +477,27 @@ final class Transfer {
     /// The handle's URL again: from now on given as libcurl's parsed URL handle (CURLOPT_CURLU),
     /// made here and kept (`urlHandle`) while the handle's attempts are for that URL. With
     /// CURLOPT_URL, libcurl parses the URL for every transfer and reads the normalized URL back
-    /// (about 12,000 instructions); with CURLOPT_CURLU it copies the parsed handle, and makes the
-    /// URL string from it once (CURLOPT_URL unset: libcurl makes it when a transfer starts without
-    /// one, also after a redirect, whose own URL it parses as before). Only for a URL that comes
-    /// again: for one used once, parsing it here as well would cost more. Memory running out
-    /// leaves CURLOPT_URL.
+    /// (about 12,000 instructions); with CURLOPT_CURLU it copies the parsed handle. The URL string
+    /// libcurl would make from it at each transfer on a new handle (about 7,000 instructions,
+    /// `renewHandle`) is made here once and given as CURLOPT_URL with it: libcurl then takes the
+    /// string as it is and the parts from the handle (after a redirect it parses the new URL as
+    /// before). Only for a URL that comes again: for one used once, parsing it here as well would
+    /// cost more. Memory running out leaves CURLOPT_URL.
     private func setParsedURL(_ url: String) {
         guard let handle = curl_url() else { return }
         guard url.withCString({ curl_url_set(handle, CURLUPART_URL, $0, ccurl_url_set_flags) }) == CURLUE_OK else {
             curl_url_cleanup(handle)
             return
         }
+        var text: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, CURLUPART_URL, &text, 0) == CURLUE_OK else {
+            curl_url_cleanup(handle)
+            return
+        }
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, text)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_CURLU, UnsafeRawPointer(handle))
-        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_URL, nil)
         urlHandle = handle
+        urlHandleText = text
     }
 
     /// Whether `a` holds the bytes of `b`: memcmp on the strings' storage (`==` on two strings
@@ -591,8 +640,10 @@ final class Transfer {
         if (300...399).contains(status), followsRedirect(request) {
             // A 303 asks for a GET of its Location (RFC 9110 15.4.4). libcurl 7.88 makes a GET of
             // a POST, but sends any other method (CURLOPT_CUSTOMREQUEST: PUT, DELETE, ...) there
-            // again: such a 303 is not followed; it ends the attempt as its response.
-            if status != 303 || HTTPMethods.seeOtherFollowed.contains(request.method) {
+            // again: such a 303 is not followed; it ends the attempt as its response. So does a
+            // 304, which answers a conditional request and is no redirect (RFC 9110 15.4.5):
+            // libcurl follows any 3xx with a Location.
+            if status != 304, status != 303 || HTTPMethods.seeOtherFollowed.contains(request.method) {
                 // libcurl sends the next request: its response's headers are awaited.
                 awaitingHeaders = true
                 return
@@ -1077,6 +1128,23 @@ final class Transfer {
                 outcome = .badResponse
                 message = "the response body expands to more than libcurl keeps for a paused transfer "
                     + "(64 MiB decoded from one read of the connection: a decompression bomb)"
+            } else if code == CURLE_BAD_FUNCTION_ARGUMENT, status != 0 {
+                // libcurl's reading of header fields (its headers API) refuses a line where it
+                // finds no name: a bare CR before a header line's colon, a continuation line with
+                // no field before it, a chunked trailer without a colon or with a NUL byte (such a
+                // header line is CURLE_WEIRD_SERVER_REPLY).
+                outcome = .badResponse
+                message = "a header or trailer line of the response is malformed (no colon, a CR before its colon, "
+                    + "a NUL byte, or a continuation line with no field before it)"
+            } else if code == CURLE_WRITE_ERROR, !outOfMemory, !tooLarge,
+                      errorBuffer.pointee == 0 || message == "Failed reading the chunked-encoded stream",
+                      HeaderLines.valueBytes(named: "Content-Encoding", in: headers.bytes) != nil {
+                // libcurl's gzip, deflate and br decoders refuse bytes after the end of the
+                // compressed data (a second gzip member too) with a write error and no message
+                // (its chunked reader's, in chunks); the library's own refusals of body bytes come
+                // with libcurl's "Failure writing output to destination".
+                outcome = .badResponse
+                message = "the response body does not decode: bytes follow the end of its compressed data"
             } else {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
                     : Transfer.outcome(of: code, message: message, statusSeen: status != 0)

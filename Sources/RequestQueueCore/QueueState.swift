@@ -585,6 +585,10 @@ public final class QueueState<Key: Hashable, Ref> {
 
     // MARK: The engine's reports
 
+    /// Credentials a server may reject for one request: its authentication handler is asked with
+    /// `failures` 0 to 9, and the tenth rejected credential completes the request with its 401.
+    public static var rejectedCredentialsLimit: Int { 10 }
+
     /// An attempt ended: complete the request, retry it under `retry` (the engine arms the timer),
     /// or ask its authentication handler. Nothing when `generation` is not the running attempt.
     /// `random` in [0, 1) draws the retry's jitter; `retry` nil: the request is not retried.
@@ -598,8 +602,14 @@ public final class QueueState<Key: Hashable, Ref> {
                                               retry: retry, attempt: record.attempts, method: method,
                                               retryAfter: report.retryAfter, random: random)
         switch decision {
+        case .challenge where record.hasCredentials && Int(record.rejectedCredentials) + 1 >= Self.rejectedCredentialsLimit:
+            // The server rejected every credential: the 401 is the response (each answer is a new
+            // exchange at once, so a handler that always answers would never end).
+            if report.hasDeferredHead { appendHeads(id, record, into: &actions) }
+            complete(id, .reported, report, stopTransfer: false, into: &actions)
+            startStartable(into: &actions)
         case .challenge:
-            if record.hasCredentials, record.rejectedCredentials < .max { record.rejectedCredentials += 1 }
+            if record.hasCredentials { record.rejectedCredentials += 1 }
             record.phase = .authWait
             records[id] = record
             actions.append(.challenge(ref, generation: generation, failures: Int(record.rejectedCredentials)))

@@ -75,14 +75,16 @@ public struct RetryPolicy: Equatable, Sendable {
     }
 
     /// Seconds to wait from a Retry-After value: a number of seconds (at most 9 digits), or an
-    /// IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", years 1 to 9999) compared with `now`
-    /// (seconds since 1970). Nil when the value is neither, or `now` is not finite. The server
-    /// sends this value: nothing in it can overflow.
+    /// HTTP-date in any of its three formats (RFC 9110 5.6.7: an IMF-fixdate "Sun, 06 Nov 1994
+    /// 08:49:37 GMT", years 1 to 9999, and the obsolete "Sunday, 06-Nov-94 08:49:37 GMT" and
+    /// "Sun Nov  6 08:49:37 1994") compared with `now` (seconds since 1970). Nil when the value is
+    /// none of these, or `now` is not finite. The server sends this value: nothing in it can
+    /// overflow.
     public static func retryAfterSeconds(_ value: String, now: Double) -> Double? {
         guard now.isFinite else { return nil }
         let trimmed = value.trimmingSpaces
         if let seconds = decimal(Substring(trimmed), digits: 1...9) { return Double(seconds) }
-        guard let date = httpDate(trimmed) else { return nil }
+        guard let date = httpDate(trimmed, now: now) else { return nil }
         return max(0, date - now)
     }
 
@@ -92,28 +94,57 @@ public struct RetryPolicy: Equatable, Sendable {
         return Int(text)
     }
 
-    /// Parses an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") to seconds since 1970. Each field
-    /// is range-checked before any arithmetic: the result is within years 1 to 9999.
-    static func httpDate(_ text: String) -> Double? {
+    /// Parses an HTTP-date to seconds since 1970: an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37
+    /// GMT"), an rfc850-date ("Sunday, 06-Nov-94 08:49:37 GMT", whose two-digit year is the one
+    /// at most 50 years after the year of `now`, as RFC 9110 5.6.7 says) or an asctime-date ("Sun
+    /// Nov  6 08:49:37 1994"). The weekday is not checked. Each field is range-checked before any
+    /// arithmetic: the result is within years 1 to 9999.
+    static func httpDate(_ text: String, now: Double) -> Double? {
         let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[5] == "GMT", let day = decimal(parts[1], digits: 1...2),
-              let year = decimal(parts[3], digits: 4...4), (1...9999).contains(year) else { return nil }
+        let day: Int?, month: Substring, year: Int?, time: Substring
+        if parts.count == 6, parts[5] == "GMT" {
+            (day, month, year, time) = (decimal(parts[1], digits: 1...2), parts[2], decimal(parts[3], digits: 4...4), parts[4])
+        } else if parts.count == 4, parts[3] == "GMT", parts[0].last == "," {
+            let date = parts[1].split(separator: "-", omittingEmptySubsequences: false)
+            guard date.count == 3, let yy = decimal(date[2], digits: 2...2), now.magnitude < 1e15 else { return nil }
+            let thisYear = civilYear(days: Int((now / 86400).rounded(.down)))
+            var full = thisYear - thisYear % 100 + yy
+            if full > thisYear + 50 { full -= 100 }
+            (day, month, year, time) = (decimal(date[0], digits: 2...2), date[1], full, parts[2])
+        } else if parts.count == 5 {
+            (day, month, year, time) = (decimal(parts[2], digits: 1...2), parts[1], decimal(parts[4], digits: 4...4), parts[3])
+        } else {
+            return nil
+        }
+        guard let day, let year, (1...9999).contains(year) else { return nil }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard let monthIndex = months.firstIndex(of: String(parts[2])) else { return nil }
-        let time = parts[4].split(separator: ":", omittingEmptySubsequences: false)
-        guard time.count == 3, let h = decimal(time[0], digits: 2...2), let m = decimal(time[1], digits: 2...2),
-              let sec = decimal(time[2], digits: 2...2),
+        guard let monthIndex = months.firstIndex(of: String(month)) else { return nil }
+        let clock = time.split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3, let h = decimal(clock[0], digits: 2...2), let m = decimal(clock[1], digits: 2...2),
+              let sec = decimal(clock[2], digits: 2...2),
               (1...31).contains(day), (0...23).contains(h), (0...59).contains(m), (0...60).contains(sec) else { return nil }
         // Days from civil (Howard Hinnant's algorithm); with the ranges above no step overflows.
-        let month = monthIndex + 1
-        let y = month <= 2 ? year - 1 : year
+        let month1 = monthIndex + 1
+        let y = month1 <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
-        let mp = (month + 9) % 12
+        let mp = (month1 + 9) % 12
         let doy = (153 * mp + 2) / 5 + day - 1
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         let days = era * 146097 + doe - 719468
         return Double(days * 86400 + h * 3600 + m * 60 + sec)
+    }
+
+    /// The year of a day counted from 1970-01-01 (civil from days, Howard Hinnant's algorithm;
+    /// `days` within about 1e10, so no step overflows).
+    private static func civilYear(days: Int) -> Int {
+        let z = days + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        return yoe + era * 400 + (mp >= 10 ? 1 : 0)
     }
 }
 

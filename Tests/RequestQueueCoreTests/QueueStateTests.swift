@@ -182,6 +182,25 @@ private func done(_ id: UInt64, _ ending: Ending = .reported, attempts: Int = 1,
         #expect(s.stats.failed == 1)
     }
 
+    /// A server that rejects every credential: each answer is a new exchange at once, so a handler
+    /// that always answers would send requests forever (thousands a second). The tenth rejected
+    /// credential completes the request with its 401, as without a handler.
+    @Test func rejectedCredentialsHaveABudget() {
+        let s = state()
+        #expect(s.add(1, traits: RequestTraits(hasAuthHandler: true)) == [start(1)])
+        #expect(s.ended(1, 1, unauthorized) == [.challenge(1, generation: 1, failures: 0)])
+        for failures in 1..<QueueState<String, UInt64>.rejectedCredentialsLimit {
+            let generation = UInt64(failures)
+            #expect(s.answer(1, generation: generation, .credential).map { Array($0) }
+                    == [start(1, generation + 1, attempt: 1)])
+            #expect(s.ended(1, generation + 1, unauthorized) == [.challenge(1, generation: generation + 1, failures: failures)])
+        }
+        let last = UInt64(QueueState<String, UInt64>.rejectedCredentialsLimit)
+        #expect(s.answer(1, generation: last, .credential).map { Array($0) } == [start(1, last + 1, attempt: 1)])
+        #expect(s.ended(1, last + 1, unauthorized) == [done(1)])
+        #expect(s.stats.failed == 1)
+    }
+
     @Test func withoutAHandlerA401Completes() {
         let s = state()
         #expect(s.add(1) == [start(1)])

@@ -146,4 +146,24 @@ import Testing
             #expect(RetryPolicy.retryAfterSeconds(bad, now: 0) == nil, "\(bad)")
         }
     }
+
+    /// RFC 9110 5.6.7: a recipient MUST accept the two obsolete HTTP-date formats too, and read
+    /// rfc850-date's two-digit year as at most 50 years ahead.
+    @Test func retryAfterObsoleteDateFormats() {
+        #expect(RetryPolicy.retryAfterSeconds("Sunday, 06-Nov-94 08:49:37 GMT", now: 784111777 - 30) == 30)
+        #expect(RetryPolicy.retryAfterSeconds("Sun Nov  6 08:49:37 1994", now: 784111777 - 30) == 30)
+        #expect(RetryPolicy.retryAfterSeconds("Sun Nov 16 08:49:37 1994", now: 784111777 - 30) == 864030)  // ten days later
+        // 1767225600 is Thu, 01 Jan 2026 00:00:00 GMT: "30" is 2030, "94" 1994 (2094 is more
+        // than 50 years ahead), "76" 2076 (50 years ahead).
+        let newYear2026 = 1767225600.0
+        #expect(RetryPolicy.retryAfterSeconds("Tuesday, 01-Jan-30 00:00:00 GMT", now: newYear2026) == 1893456000 - newYear2026)
+        #expect(RetryPolicy.retryAfterSeconds("Sunday, 06-Nov-94 08:49:37 GMT", now: newYear2026) == 0)
+        #expect(RetryPolicy.retryAfterSeconds("Wednesday, 01-Jan-76 00:00:00 GMT", now: newYear2026) == 3345062400 - newYear2026)
+        for bad in ["Sunday, 06-Nov-1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 UTC", "Sunday 06-Nov-94 08:49:37 GMT",
+                    "Sunday, 6-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-94", "Sun Nov  6 08:49:37 94", "Sun Nov 6 08:49:37",
+                    "Sun Nov  6 08:49:37 1994 GMT", "Sun Foo  6 08:49:37 1994", "Sun Nov 32 08:49:37 1994",
+                    "Sun Nov 123 08:49:37 1994", "Sun Nov  6 8:49:37 1994", "Sun Nov  6 08:49:37 99999"] {
+            #expect(RetryPolicy.retryAfterSeconds(bad, now: newYear2026) == nil, "\(bad)")
+        }
+    }
 }

@@ -597,6 +597,15 @@ static void t_redirect_limits(void) {
     response = run("/status/302", NULL);
     CHECK_STATUS(response, RQ_OUTCOME_OK, 302);
     rq_response_release(response);
+    /* A 304 answers a conditional request (RFC 9110 15.4.5): it is no redirect, even with a
+     * Location (libcurl would follow it and deliver what the Location gave). */
+    int before = log_count("/inspect");
+    struct opts conditional = {.headers = {{"If-None-Match", "\"v1\""}}};
+    response = run("/redirect-to?status=304&url=/inspect", &conditional);
+    CHECK_STATUS(response, RQ_OUTCOME_OK, 304);
+    CHECK(log_count("/inspect") == before && strstr(rq_response_url(response), "/redirect-to"),
+          "304 with a Location followed to %s", rq_response_url(response));
+    rq_response_release(response);
     /* The default maximum is 10. */
     response = run("/redirect/11", NULL);
     CHECK(rq_response_outcome(response) == RQ_OUTCOME_TOO_MANY_REDIRECTS, "11 redirects: %s", outcome_name(response));

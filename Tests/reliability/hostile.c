@@ -228,6 +228,21 @@ static void with_auth(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_auth_handler(request, on_challenge));
 }
 
+/* A handler that always answers with a credential, whatever the failures. */
+static void on_challenge_always(void *context, rq_request *request, rq_auth_challenge *challenge, unsigned failures,
+                                const rq_response *response) {
+    outcome_t *o = context;
+    (void)request, (void)failures, (void)response;
+    o->challenges++;
+    rq_auth_use_credential(challenge, "user", "wrong");
+}
+
+static void with_auth_always(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_auth_handler(request, on_challenge_always));
+    CHECK_OK(rq_request_set_timeout(request, 5));
+}
+
 /* A POST of 100000 bytes with upload progress, answering the challenge: the body is sent twice
  * within the attempt, and `done` must not go back. */
 static void upload_with_auth(rq_request *request, outcome_t *o, void *arg) {
@@ -659,6 +674,52 @@ static void content_encoding_bombs(rq_queue *queues[3], const char *tmp) {
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
     expect_raw(queues[0], "HTTP/1.1 200 OK\r\nContent-Encoding: zstd\r\nContent-Length: 5\r\n\r\nhello", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* Bytes after the end of the compressed data (garbage, a second gzip member), collected and
+     * streamed: libcurl's decoder refuses them with a write error and no message of its own
+     * (before: RQ_OUTCOME_TRANSPORT "Failed writing received data to disk/application"). */
+    static const char gzip_hello[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xcb\x48\xcd\xc9\xc9\x07\x00\x86\xa6\x10\x36"
+                                     "\x05\x00\x00\x00";
+    static const char deflate_hello[] = "\x78\x9c\xcb\x48\xcd\xc9\xc9\x07\x00\x06\x2c\x02\x15";
+    const struct {
+        const char *coding, *data;
+        size_t size;
+        const char *after;
+    } extra_bytes[] = {{"gzip", gzip_hello, sizeof gzip_hello - 1, "garbage"},
+                       {"gzip", gzip_hello, sizeof gzip_hello - 1, NULL},
+                       {"deflate", deflate_hello, sizeof deflate_hello - 1, "garbage"}};
+    /* In chunks: libcurl's chunked reader reports the decoder's refusal as its own. */
+    char chunked[256];
+    int c = snprintf(chunked, sizeof chunked, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n",
+                     sizeof gzip_hello - 1);
+    memcpy(chunked + c, gzip_hello, sizeof gzip_hello - 1);
+    c += (int)(sizeof gzip_hello - 1);
+    c += snprintf(chunked + c, sizeof chunked - (size_t)c, "\r\n7\r\ngarbage\r\n0\r\n\r\n");
+    char *chunked_path = raw_path(chunked, (size_t)c, "");
+    for (int s = 0; s < 2; s++) {
+        outcome_t o;
+        run(queues[0], chunked_path, s ? streamed : NULL, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "end of its compressed data"),
+              "gzip in chunks, then garbage%s: outcome %s (%s)", s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+    }
+    free(chunked_path);
+    for (size_t i = 0; i < sizeof extra_bytes / sizeof extra_bytes[0]; i++) {
+        char reply[256];
+        int n = snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\n\r\n", extra_bytes[i].coding);
+        memcpy(reply + n, extra_bytes[i].data, extra_bytes[i].size);
+        n += (int)extra_bytes[i].size;
+        const char *after = extra_bytes[i].after ? extra_bytes[i].after : extra_bytes[i].data; /* a second member */
+        size_t after_size = extra_bytes[i].after ? strlen(after) : extra_bytes[i].size;
+        memcpy(reply + n, after, after_size);
+        char *path = raw_path(reply, (size_t)n + after_size, "");
+        for (int s = 0; s < 2; s++) {
+            outcome_t o;
+            run(queues[0], path, s ? streamed : NULL, NULL, &o);
+            CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "end of its compressed data"),
+                  "%s, then %s%s: outcome %s (%s)", extra_bytes[i].coding, extra_bytes[i].after ? extra_bytes[i].after : "a second member",
+                  s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+        }
+        free(path);
+    }
 }
 
 /* Two different Content-Length values: the body's end is ambiguous (RFC 9112, 6.3); libcurl took
@@ -713,6 +774,15 @@ static void header_bytes(rq_queue *queue) {
     CHECK(o.body_size == 5, "obs-fold: body %zu", o.body_size);
     expect_raw(queue, "HTTP/1.1 200 OK\r\n folded-first\r\nContent-Length: 5\r\n\r\nhello", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* The same with a colon, after an ordinary reply on the same queue (its libcurl handle used
+     * again): libcurl 7.88 appended the line to the last header of the handle's previous transfer,
+     * memory that transfer's end had freed (a double free: the process aborted). */
+    for (int i = 0; i < 3; i++) {
+        expect_raw(queue, "HTTP/1.1 200 OK\r\nX-Before: 1\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, NULL);
+        expect_raw(queue, "HTTP/1.1 200 OK\r\n X-Folded: v\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
+                   RQ_OUTCOME_BAD_RESPONSE, 200, &o);
+        CHECK(strstr(o.message, "continuation line"), "a continuation line first: %s", o.message);
+    }
     /* A folded Content-Length is an empty one: invalid. */
     expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length:\r\n 5\r\n\r\nhello", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
 }
@@ -1055,6 +1125,12 @@ static void auth_challenges(rq_queue *queue) {
     CHECK(o.challenges == 1 && server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN") <= 12,
           "a stale Digest loop: %d challenges, the server saw %d requests", o.challenges,
           server_saw("/case/raw?b64=SFRUUC8xLjEgNDAxIE5vDQpXV1ctQXV0aGVudGljYXRlOiBEaWdlc3QgcmVhbG09IngiLCBub25jZT0iMSIsIHN0YWxlPVRSVUUN"));
+    /* A server that rejects every credential, a handler that always answers one: each answer goes
+     * out at once (before: thousands of requests a second, for ever, the total timeout starting
+     * again with each). The tenth rejected credential ends it with its 401. */
+    expect_raw(queue, "HTTP/1.1 401 No\r\nWWW-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\n\r\n", "&keep=1&rejects=1",
+               with_auth_always, NULL, RQ_OUTCOME_HTTP_STATUS, 401, &o);
+    CHECK(o.challenges == 10, "a handler answering every rejection: %d challenges", o.challenges);
     free(reply);
     free(realm);
     free(nonce);
@@ -1214,6 +1290,25 @@ static void header_edges(rq_queue *queue) {
     CHECK(o.body_size == 2 && o.header_count == 4, "odd header lines: body %zu, %zu headers", o.body_size, o.header_count);
     expect_raw(queue, "HTTP/1.1 200 OK\r\nno colon at all\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
                RQ_OUTCOME_BAD_RESPONSE, 200, NULL);
+    /* The same in a chunked trailer, and a NUL there (before: RQ_OUTCOME_TRANSPORT "Failed reading
+     * the chunked-encoded stream"). */
+    static const char trailer_nul[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-A: a\0b\r\n\r\n";
+    path = raw_path(trailer_nul, sizeof trailer_nul - 1, "");
+    for (int s = 0; s < 2; s++) {
+        run(queue, path, s ? streamed : NULL, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && o.status == 200 && strstr(o.message, "trailer"),
+              "a NUL in a trailer%s: %s (%s)", s ? ", streamed" : "", rq_outcome_str((int)o.outcome), o.message);
+    }
+    free(path);
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-A: a\r\nno colon\r\n\r\n", "",
+               NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 200, &o);
+    CHECK(strstr(o.message, "trailer line"), "a trailer without a colon: %s", o.message);
+    /* A bare CR before a header line's colon (after it, the CR is part of the value: above): libcurl
+     * cannot find the name (before: RQ_OUTCOME_TRANSPORT "A libcurl function was given a bad
+     * argument"). */
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nX-A\rX-B: v\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE,
+               200, &o);
+    CHECK(strstr(o.message, "header or trailer line"), "a bare CR before the colon: %s", o.message);
     expect_raw(queue, "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     CHECK(o.body_size == 2, "LF line ends: body %zu", o.body_size);
     /* Trailers dripped one line every 0.1 s: not body bytes, so the low-speed limit ends it. */

@@ -162,6 +162,25 @@ def test_http_version_is_the_servers(server, status):
         assert client.get(server.url("/bytes?n=3")).http_version == "HTTP/1.1"
 
 
+@pytest.mark.parametrize("status", [200, 404])
+def test_header_bytes_beyond_ascii_reach_httpx_as_sent(server, status):
+    # A UTF-8 file name in Content-Disposition, a Latin-1 byte: httpx's own transport hands httpx
+    # the bytes and httpx decodes them (before: UnicodeEncodeError, httpx encoding str as ASCII).
+    reply = (f"HTTP/1.1 {status} X\r\n".encode() + b"Content-Disposition: attachment; filename=\"caf\xc3\xa9.pdf\"\r\n"
+             b"X-Latin: caf\xe9\r\nContent-Length: 2\r\n\r\nhi")
+    expected = [(b"Content-Disposition", b'attachment; filename="caf\xc3\xa9.pdf"'), (b"X-Latin", b"caf\xe9"),
+                (b"Content-Length", b"2")]
+    with httpx.Client(transport=rqx.HTTPTransport()) as client:
+        response = client.get(server.raw_url(reply))
+        assert (response.status_code, response.headers.raw, response.content) == (status, expected, b"hi")
+
+    async def main():
+        async with httpx.AsyncClient(transport=rqx.AsyncHTTPTransport()) as client:
+            response = await client.get(server.raw_url(reply))
+            assert (response.status_code, response.headers.raw, response.content) == (status, expected, b"hi")
+    run(main())
+
+
 def test_connection_errors_map_to_httpx(server):
     port = server.closed_port()
     with httpx.Client(transport=rqx.HTTPTransport()) as client:

@@ -109,6 +109,13 @@ class Headers(Mapping[str, str]):
             self._bytes = None
         return self._raw_pairs
 
+    def _byte_pairs(self) -> List[Tuple[bytes, bytes]]:
+        """The pairs as bytes: as received while they were not decoded (:attr:`raw` not read
+        yet), else encoded as UTF-8 (a value decoded as Latin-1 then comes back in UTF-8)."""
+        if self._bytes is not None:
+            return self._bytes
+        return [(name.encode("utf-8"), value.encode("utf-8")) for name, value in self._raw_pairs or ()]
+
     @property
     def _index(self) -> Dict[str, List[str]]:
         if self._index_map is None:

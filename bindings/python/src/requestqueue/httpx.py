@@ -177,7 +177,7 @@ class _Base:
         None for no head or another status (its body comes whole with the completion)."""
         if head is None or not 200 <= head.status < 300:
             return None
-        return httpx.Response(head.status, headers=head.headers.raw, stream=stream, request=request,
+        return httpx.Response(head.status, headers=head.headers._byte_pairs(), stream=stream, request=request,
                               extensions={"http_version": _http_version(head)})
 
     @staticmethod
@@ -186,7 +186,7 @@ class _Base:
         response = rq_request.response
         assert response is not None
         if error is None or isinstance(error, HTTPStatusError):
-            return httpx.Response(response.status, headers=response.headers.raw,
+            return httpx.Response(response.status, headers=response.headers._byte_pairs(),
                                   stream=httpx.ByteStream(response.body), request=request,
                                   extensions={"http_version": _http_version(response)})
         raise _httpx_error(request, response, body) from error
