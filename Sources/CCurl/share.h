@@ -1,5 +1,5 @@
-/* The cookie jar of a queue: a libcurl share of cookies, usable from several threads (libcurl locks
- * it through these callbacks), and the getinfo wrapper that reads it. */
+/* libcurl shares (a queue's cookie jar, an engine's TLS sessions), usable from several threads (libcurl
+ * locks them through these callbacks), and the getinfo wrapper that reads the jar. */
 #ifndef CCURL_SHARE_H
 #define CCURL_SHARE_H
 
@@ -16,13 +16,15 @@ static inline void ccurl_share_unlock_cb(CURL *h, curl_lock_data d, void *m) {
     pthread_mutex_unlock((pthread_mutex_t *)m);
 }
 /* The mutex and the share's handle, in one block. */
-typedef struct ccurl_cookie_share { pthread_mutex_t mutex; CURLSH *share; } ccurl_cookie_share;
-static inline void *ccurl_cookie_share_new(void) {
-    ccurl_cookie_share *s = (ccurl_cookie_share *)calloc(1, sizeof *s);
+typedef struct ccurl_share { pthread_mutex_t mutex; CURLSH *share; } ccurl_share;
+/* A share of TLS sessions, and of cookies when `cookies` is non-zero (a handle has one share). */
+static inline void *ccurl_share_new(int cookies) {
+    ccurl_share *s = (ccurl_share *)calloc(1, sizeof *s);
     if (!s) return NULL;
     pthread_mutex_init(&s->mutex, NULL);
     s->share = curl_share_init();
-    if (!s->share || curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK ||
+    if (!s->share || (cookies && curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK) ||
+        curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
         curl_share_setopt(s->share, CURLSHOPT_LOCKFUNC, ccurl_share_lock_cb) != CURLSHE_OK ||
         curl_share_setopt(s->share, CURLSHOPT_UNLOCKFUNC, ccurl_share_unlock_cb) != CURLSHE_OK ||
         curl_share_setopt(s->share, CURLSHOPT_USERDATA, &s->mutex) != CURLSHE_OK) {
@@ -34,10 +36,11 @@ static inline void *ccurl_cookie_share_new(void) {
     return s;
 }
 /* The CURLSH * to give CURLOPT_SHARE. */
-static inline void *ccurl_cookie_share_handle(void *s) { return ((ccurl_cookie_share *)s)->share; }
-static inline void ccurl_cookie_share_free(void *s) {
-    ccurl_cookie_share *c = (ccurl_cookie_share *)s;
-    curl_share_cleanup(c->share);
+static inline void *ccurl_share_handle(void *s) { return ((ccurl_share *)s)->share; }
+/* Frees the share, unless a handle still uses it (then it is left, never freed under that handle). */
+static inline void ccurl_share_free(void *s) {
+    ccurl_share *c = (ccurl_share *)s;
+    if (curl_share_cleanup(c->share) != CURLSHE_OK) return;
     pthread_mutex_destroy(&c->mutex);
     free(c);
 }

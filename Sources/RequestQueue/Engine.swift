@@ -82,6 +82,15 @@ final class Engine: @unchecked Sendable {
     private var wakeAt: Double?
     /// Idle transfers, their easy handles kept for reuse.
     private var pool: [Transfer] = []
+    /// The TLS sessions of the queue's https transfers (a libcurl share), so that a new connection
+    /// resumes a session an earlier one made: libcurl keeps them per handle otherwise, and a handle
+    /// serves one attempt on libcurl < 8.1.0 (`Transfer.renewHandle`). Made at the first https
+    /// attempt, freed after the last handle (shutdown). Engine thread.
+    private var tlsShareMade: UnsafeMutableRawPointer?
+    var tlsShare: UnsafeMutableRawPointer? {
+        if tlsShareMade == nil { tlsShareMade = ccurl_share_new(0) }
+        return tlsShareMade
+    }
     private var nextIdleCheck = 0.0
     /// The TCP sockets libcurl opened, by connection (a hash of its addresses and ports), so that
     /// a transfer on a reused connection finds its socket too (Transfer.stall counts its bytes).
@@ -263,6 +272,7 @@ final class Engine: @unchecked Sendable {
                         multiGone = true
                         curl_multi_cleanup(multi)
                     }
+                    if let share = tlsShareMade { ccurl_share_free(share) }
                     return
                 case let .resume(request):
                     request.transfer?.unpause()

@@ -212,7 +212,8 @@ final class QueueTransport: @unchecked Sendable {
 }
 
 /// A libcurl share of cookies, used by every transfer of a queue that asks for cookies and by the
-/// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex).
+/// cookie calls of the C API (any thread: libcurl locks it through the shim's mutex). It holds
+/// those transfers' TLS sessions too (a handle has one share; the others use `Engine.tlsShare`).
 // @unchecked Sendable: libcurl locks `share` through the shim's mutex; `easy` and `budget` are used
 // under `lock`.
 final class CookieJar: @unchecked Sendable {
@@ -224,20 +225,20 @@ final class CookieJar: @unchecked Sendable {
     private var budget = CookieBudget()
 
     init?() {
-        guard let share = ccurl_cookie_share_new() else { return nil }
+        guard let share = ccurl_share_new(1) else { return nil }
         guard let easy = curl_easy_init() else {
-            ccurl_cookie_share_free(share)
+            ccurl_share_free(share)
             return nil
         }
         self.share = share
         self.easy = easy
-        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
+        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_share_handle(share))
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "")
     }
 
     deinit {
         curl_easy_cleanup(easy)
-        ccurl_cookie_share_free(share)
+        ccurl_share_free(share)
     }
 
     /// The cookies as lines of a Netscape cookie file (without its header), not those expired:
@@ -313,7 +314,7 @@ final class CookieJar: @unchecked Sendable {
             // the list detaches the handle from the share's cookies: attach it again.)
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, nil)
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(share))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_share_handle(share))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, path)
             guard ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIELIST, "RELOAD") == CURLE_OK else { return false }
             enforceBudget() // a file holds any number of cookies: the budget applies to it too
@@ -503,8 +504,10 @@ extension Transfer {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1)
         }
         if t.cookies == true, let jar = o.cookieJar {
-            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_cookie_share_handle(jar.share))
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_share_handle(jar.share))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_COOKIEFILE, "") // turns the cookie engine on
+        } else if o.https, let share = engine.tlsShare {
+            _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, ccurl_share_handle(share))
         } else {
             // curl_easy_reset keeps a handle's share (and with it the cookies): detach it.
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, nil)

@@ -247,6 +247,8 @@ http {{
         listen 127.0.0.1:{ports['tls']} ssl http2;
         ssl_certificate {d}/server.pem;
         ssl_certificate_key {d}/server-key.pem;
+        ssl_session_cache shared:rqtls:1m;
+        location = /tls-session {{ default_type text/plain; return 200 "session=$ssl_session_reused"; }}
         {common}
     }}
     server {{

@@ -606,6 +606,23 @@ static void section_tls(void) {
         CHECK_OK(rq_queue_free(fresh));
     }
 
+    /* A new connection resumes the TLS session of an earlier one ("r"; "." is a full handshake):
+     * the queue's handles share their TLS sessions. */
+    {
+        rq_queue *fresh = new_queue();
+        for (int i = 0; i < 3; i++) {
+            r = req(tls, "/tls-session");
+            CHECK_OK(rq_request_set_ca_file(r, ca));
+            CHECK_OK(rq_request_set_option_int(r, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_1_1));
+            CHECK_OK(rq_request_set_header(r, "Connection", "close"));
+            res = run(fresh, r);
+            CHECK(res.status == 200 && strcmp((char *)res.body, i ? "session=r" : "session=.") == 0,
+                  "TLS session of connection %d: %d \"%s\" (%s)", i, res.status, (char *)res.body, res.message);
+            result_free(&res);
+        }
+        CHECK_OK(rq_queue_free(fresh));
+    }
+
     /* Pinned public key. */
     r = req(tls, "/proto");
     CHECK_OK(rq_request_set_ca_file(r, ca));
