@@ -326,7 +326,8 @@
  *   send neither Content-Length nor Transfer-Encoding.
  * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
  *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
- *   keep-alive.
+ *   keep-alive. A new https connection resumes a TLS session of an earlier connection of the
+ *   queue to that server when the server allows it (made with the same TLS settings).
  * - Resending: when a kept connection turns out closed by the server before any answer came (the
  *   server timed it out as the request went), libcurl sends the request again on a new connection,
  *   within the same attempt. The library lets it do so only for idempotent methods (GET, HEAD,
