@@ -4,7 +4,8 @@ import RequestQueueCore
 
 /// A libcurl easy handle and the state of the attempt it runs. Lives on the engine thread; the
 /// engine keeps idle ones in a pool, so that a handle keeps its connection-independent options
-/// from one attempt to the next and only what differs is set again.
+/// from one attempt to the next and only what differs is set again (with libcurl < 8.1.0 each
+/// attempt runs on a new handle given the same options: `renewHandle`).
 final class Transfer {
     private(set) var easy: UnsafeMutableRawPointer
     /// unowned(unsafe): the engine owns its transfers (running or pooled; a request's reference
