@@ -80,8 +80,12 @@ final class Engine: @unchecked Sendable {
     private var running: [Transfer] = []
     private var timers: [(deadline: Double, request: Request, generation: UInt64)] = []
     private var wakeAt: Double?
-    /// Idle transfers, their easy handles kept for reuse.
+    /// Idle transfers kept for reuse: those whose handle is ready for an attempt, and those whose
+    /// handle must be replaced first (`Transfer.needsNewHandle`), which the engine does before it
+    /// waits (`prepareTransfer`). At most `poolLimit` in all.
     private var pool: [Transfer] = []
+    private var usedPool: [Transfer] = []
+    private static let poolLimit = 256
     /// The TLS sessions of the queue's https transfers (a libcurl share), so that a new connection
     /// resumes a session an earlier one made: libcurl keeps them per handle otherwise, and a handle
     /// serves one attempt on libcurl < 8.1.0 (`Transfer.renewHandle`). Made at the first https
@@ -267,6 +271,7 @@ final class Engine: @unchecked Sendable {
                     for transfer in running { recycle(transfer) }
                     timers.removeAll()
                     pool.removeAll()
+                    usedPool.removeAll()
                     chunkPool.release()
                     multiLock.withLock {
                         multiGone = true
@@ -378,6 +383,7 @@ final class Engine: @unchecked Sendable {
     /// call for it. The spin is a part of the wait on `idleWake` (it takes a post as the blocking
     /// wait would, after the same store and look), so the proof holds for it unchanged.
     private func waitForWork(timeoutMs: Int32) {
+        if timeoutMs > 0, inboxLock.withLock({ inbox.isEmpty }) { prepareTransfer() }
         let idle = running.isEmpty
         let spin = idle && handedOver
         handedOver = false
@@ -443,7 +449,8 @@ final class Engine: @unchecked Sendable {
                                            attempts: request.attempts)))
             return
         }
-        guard let transfer = pool.isEmpty ? Transfer(engine: self) : pool.removeLast(), transfer.renewHandle() else {
+        guard let transfer = pool.popLast() ?? usedPool.popLast() ?? Transfer(engine: self),
+              !transfer.needsNewHandle || transfer.renewHandle() else {
             report(.failedToStart(request, generation: generation, failure(request, "out of memory")))
             return
         }
@@ -451,7 +458,7 @@ final class Engine: @unchecked Sendable {
         transport.applyConnectionLimits(multi)
         guard curl_multi_add_handle(multi, transfer.easy) == CURLM_OK else {
             transfer.end()
-            pool.append(transfer)
+            keep(transfer)
             report(.failedToStart(request, generation: generation, failure(request, "libcurl refused the transfer")))
             return
         }
@@ -542,7 +549,28 @@ final class Engine: @unchecked Sendable {
         transfer.request?.transfer = nil
         transfer.end()
         // A handle paused by its write callback holds libcurl's buffered data: never reuse it.
-        if !transfer.paused, pool.count < 256 { pool.append(transfer) }
+        if !transfer.paused { keep(transfer) }
+    }
+
+    /// Keeps an idle transfer for reuse (`pool`).
+    private func keep(_ transfer: Transfer) {
+        guard pool.count + usedPool.count < Engine.poolLimit else { return }
+        if transfer.needsNewHandle { usedPool.append(transfer) } else { pool.append(transfer) }
+    }
+
+    /// Before the engine waits, with no command waiting: where a handle serves one attempt
+    /// (`Transfer.handleServesOneTransfer`), replaces the handle of one idle transfer, or makes
+    /// one spare transfer when every transfer runs, so that the next start takes a ready handle
+    /// and the 20,000 instructions of a new handle (libcurl's init, options, the old one's
+    /// cleanup) are spent while the engine would wait, not between a completion and the next
+    /// request (at K = 1, each request's latency).
+    private func prepareTransfer() {
+        if let transfer = usedPool.last {
+            if transfer.renewHandle() { pool.append(usedPool.removeLast()) }
+        } else if pool.isEmpty, !running.isEmpty, Transfer.handleServesOneTransfer,
+                  let spare = Transfer(engine: self) {
+            pool.append(spare)
+        }
     }
 
     // Sockets (engine thread: libcurl calls back from curl_multi_perform and curl_multi_cleanup).

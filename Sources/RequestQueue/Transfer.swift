@@ -251,21 +251,21 @@ final class Transfer {
     /// has it. There a handle serves one transfer only (`renewHandle`).
     static let handleServesOneTransfer = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
 
-    /// Whether the handle ran a transfer since it was made.
+    /// Whether the handle ran a transfer since it was made (`begin`).
     private var handleUsed = false
 
-    /// Engine thread, before `begin`: a handle that ran a transfer is replaced by a new one with
-    /// the same options when libcurl needs it (`handleServesOneTransfer`). False when no handle
-    /// could be made (out of memory): the transfer cannot be used.
+    /// Whether the handle must be replaced before the next attempt (`handleServesOneTransfer`).
+    var needsNewHandle: Bool { handleUsed && Transfer.handleServesOneTransfer }
+
+    /// Engine thread, while the transfer is idle: replaces the handle by a new one with the same
+    /// options (see `needsNewHandle`). False when no handle could be made (out of memory): the
+    /// old one stays, and still needs replacing.
     func renewHandle() -> Bool {
-        guard handleUsed, Transfer.handleServesOneTransfer else {
-            handleUsed = true
-            return true
-        }
         guard let fresh = curl_easy_init() else { return false }
         prepareReset(options)
         curl_easy_cleanup(easy)
         easy = fresh
+        handleUsed = false
         route = Route()
         setFixedOptions()
         if let options { apply(options) }
@@ -283,6 +283,7 @@ final class Transfer {
     func begin(_ request: Request, generation: UInt64) {
         self.request = request
         self.generation = generation
+        handleUsed = true
         outOfMemory = false
         tooLarge = false
         reportedDownload = (-1, -2)
