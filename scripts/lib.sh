@@ -7,17 +7,17 @@
 # standard error, only when the install fails. Returns apt-get's status.
 rq_apt_updated=0
 apt_install() {
-  local log status=0 sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  local log status=0 apt=()
+  [ "$(id -u)" = 0 ] || apt=(sudo)
+  # scripts/test runs suites side by side: one apt-get of ours at a time (flock), and apt-get waits
+  # for dpkg's lock held by anything else rather than failing at once.
+  apt+=(env DEBIAN_FRONTEND=noninteractive flock /tmp/requestqueue-apt.lock apt-get -o DPkg::Lock::Timeout=600)
   log=$(mktemp) || return 1
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >"$log" 2>&1 ||
-    status=$?
+  "${apt[@]}" install -y --no-install-recommends "$@" >"$log" 2>&1 || status=$?
   if [ "$status" != 0 ] && [ "$rq_apt_updated" = 0 ]; then
     rq_apt_updated=1
     status=0
-    { "${sudo[@]}" apt-get update &&
-      "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@"; } >>"$log" 2>&1 ||
-      status=$?
+    { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; } >>"$log" 2>&1 || status=$?
   fi
   if [ "$status" != 0 ]; then
     echo "apt-get install $* failed:" >&2
