@@ -26,6 +26,17 @@ typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *use
 typedef int (*ccurl_xferinfo_fn)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
                                  curl_off_t ultotal, curl_off_t ulnow);
 
+/* The schemes a handle may use, for its URL and for redirects: http and https. The bitmask
+ * options, which libcurl 7.85 deprecated for string ones that it parses anew on every handle (about
+ * 550 instructions each, and with libcurl < 8.1.0 a handle serves one attempt), work the same. */
+static inline void ccurl_easy_http_only(CURL *h) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#pragma GCC diagnostic pop
+}
+
 static inline CURLcode ccurl_easy_setopt_long(CURL *h, CURLoption o, long v) {
     return curl_easy_setopt(h, o, v);
 }

@@ -373,8 +373,7 @@ final class Transfer {
         // its own: libcurl would otherwise wait for it (up to the DNS timeout) on this thread.
         _ = ccurl_easy_setopt_long(easy, CURLOPT_QUICK_EXIT, 1)
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = ccurl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        ccurl_easy_http_only(easy)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
             return Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef { $0.bodyData(data, size * count) }
