@@ -327,7 +327,10 @@
  * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
  *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
  *   keep-alive. A new https connection resumes a TLS session of an earlier connection of the
- *   queue to that server when the server allows it (made with the same TLS settings).
+ *   queue to that server when the server allows it (made with the same TLS settings). A kept
+ *   HTTP/1.x connection on which the server sent anything while it was idle (a response no request
+ *   asked for, a body after the head of a HEAD or 204 answer, a 408 before closing) is not used
+ *   again: those bytes are no reply to the next request, which goes on a new connection.
  * - Resending: when a kept connection turns out closed by the server before any answer came (the
  *   server timed it out as the request went), libcurl sends the request again on a new connection,
  *   within the same attempt. The library lets it do so only for idempotent methods (GET, HEAD,

@@ -593,7 +593,17 @@ final class Engine: @unchecked Sendable {
     func socketClosed(_ fd: Int32) {
         if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
         if lastSocket?.fd == fd { lastSocket = nil }
+        if !http1Sockets.isEmpty { http1Sockets.remove(fd) }
     }
+
+    /// The sockets of direct https connections on which an HTTP/1.x response came (ALPN chose
+    /// HTTP/1.1 for them): a request on such a kept connection is checked as on a plain http one
+    /// (`Transfer.carriesHTTP1`). An HTTP/2 connection is never among them.
+    private var http1Sockets = Set<Int32>()
+
+    func noteHTTP1(_ fd: Int32) { http1Sockets.insert(fd) }
+
+    func carriedHTTP1(_ fd: Int32) -> Bool { http1Sockets.contains(fd) }
 
     // What a transfer posts for its attempt, through the queue's one path (`Queue.post`).
 

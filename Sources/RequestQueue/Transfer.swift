@@ -587,6 +587,9 @@ final class Transfer {
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
             statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
                 ? 10 + Int32(bytes[7] - 0x30) : 0
+            // An HTTP/1.x response on a direct https connection: ALPN chose HTTP/1.1 for it (see
+            // `carriesHTTP1`). (Plain http needs no note.)
+            if statusVersion != 0, route.direct, socket >= 0, let request, request.url.https { engine.noteHTTP1(socket) }
             return headerBudget.admit(lineLength: bytes.count) || refuseOverBudget()
         }
         guard headerBudget.admit(lineLength: bytes.count) else { return refuseOverBudget() }
@@ -951,21 +954,49 @@ final class Transfer {
             resendRefused = true
             return false
         }
+        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
+        let opened = openedSocket
+        openedSocket = -1
+        counted.tcp = -1
+        if opened >= 0, ccurl_local_port(opened) == localPort {
+            engine.socketConnected(opened, key: key)
+            socket = opened
+        } else {
+            socket = engine.socket(for: key)
+            // A kept HTTP/1.x connection must have nothing to read before a request goes on it:
+            // bytes there were sent before the request (a response nobody asked for, a body after
+            // a HEAD's or a 204's head, a 408 on the idle connection) and would be read as its
+            // reply. libcurl 7.88 uses such a connection again (8.0 no longer does: "deny reuse
+            // on unclean connections"). Shutting its sending side makes the request's send fail,
+            // and libcurl sends it on a new connection ("Connection died, retrying a fresh
+            // connect"): the request never went out on this one, whatever its method.
+            if socket >= 0, carriesHTTP1(socket), ccurl_socket_has_input(socket) != 0 {
+                ccurl_shutdown_write(socket)
+                return true
+            }
+        }
         sentUnanswered = true
         if ownCookies != nil, let request {
             let send = atOrigin(of: request)
             if send || route.cookies { setOwnCookies(send) }
         }
-        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
-        if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
-            engine.socketConnected(openedSocket, key: key)
-            socket = openedSocket
-        } else {
-            socket = engine.socket(for: key)
-        }
-        openedSocket = -1
-        counted.tcp = -1
         return true
+    }
+
+    /// Whether the kept connection with socket `fd` that libcurl chose for the next request of
+    /// the attempt speaks HTTP/1.x (an HTTP/2 one may receive frames at any time): plain http
+    /// (cleartext HTTP/2 never keeps its connection: Transport.swift), or https where a response
+    /// came back as HTTP/1.x on it (`statusLine`).
+    private func carriesHTTP1(_ fd: Int32) -> Bool {
+        // The scheme of the request about to be sent: the URL's unless a response came (a redirect
+        // may have changed it).
+        var https = request?.url.https ?? true
+        if responses > 0 {
+            var scheme: UnsafeMutablePointer<CChar>?
+            guard ccurl_easy_getinfo_str(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK, let scheme else { return false }
+            https = strcasecmp(scheme, "https") == 0
+        }
+        return !https || engine.carriedHTTP1(fd)
     }
 
     /// Whether the request about to be sent goes to the scheme, host name and port of the request's

@@ -754,6 +754,44 @@ static void smuggling(rq_queue *queue) {
     CHECK(o.body_size == 4, "the next request got %zu bytes instead of its own reply (4)", o.body_size);
 }
 
+static void with_head(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_method(request, "HEAD"));
+}
+
+/* Bytes a server sends after a complete reply, once its transfer has ended: a second response no
+ * request asked for, a body after a HEAD's or a 204's head, a 408 on the idle connection. libcurl
+ * 7.88 used the kept connection again with them waiting, and the next request took them for its
+ * reply (the next request below got "forged", or the 408). */
+static void late_bytes(rq_queue *queue) {
+    static const char forged[] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+    static const struct { const char *reply, *late; setup_fn setup; } cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", forged, NULL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", forged, NULL},
+        {"HTTP/1.1 204 No Content\r\n\r\n", forged, NULL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n", forged, with_head},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bytes[512], extra[96];
+        size_t head = strlen(cases[i].reply), n = head + strlen(cases[i].late);
+        memcpy(bytes, cases[i].reply, head);
+        memcpy(bytes + head, cases[i].late, n - head);
+        /* The reply, then the late bytes 0.05 s later, the connection kept open. */
+        snprintf(extra, sizeof extra, "&split=%zu&pace=0.05&keep=1&late=%zu", head, i);
+        char *path = raw_path(bytes, n, extra);
+        outcome_t o;
+        run(queue, path, cases[i].setup, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_OK, "late bytes %zu: the reply itself: %s (%s)", i, rq_outcome_str((int)o.outcome), o.message);
+        free(path);
+        rqt_sleep(1); /* the late bytes reach the idle connection */
+        snprintf(extra, sizeof extra, "&after-late=%zu", i);
+        expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nmine", extra, NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+        CHECK(o.body_size == 4, "late bytes %zu: the next request got a reply of %zu bytes, sent before it, instead of its own (4)", i,
+              o.body_size);
+    }
+}
+
 /* Header bytes RFC 9112 forbids or deprecates: NUL (refused by libcurl), a bare CR, obs-fold. */
 static void header_bytes(rq_queue *queue) {
     static const char nul_value[] = "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 5\r\n\r\nhello";
@@ -1518,6 +1556,7 @@ int main(int argc, char **argv) {
     PART("content-encoding", content_encoding_bombs(queues, tmp));
     PART("content-length-conflicts", content_length_conflicts(queue));
     PART("smuggling", smuggling(queue));
+    PART("late-bytes", late_bytes(queue));
     PART("header-bytes", header_bytes(queue));
     PART("switching-protocols", switching_protocols(queue));
     PART("close-phases", close_phases(queues, tmp));
