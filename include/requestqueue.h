@@ -357,7 +357,9 @@
  *   (`rq_response_header` returns the first; walk `rq_response_header_at` for all, e.g. every
  *   Set-Cookie), values without the blanks around them (an empty value is "", not NULL). A line
  *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers come
- *   after the headers, as more entries. No charset conversion is made: the body is the bytes sent,
+ *   after the headers, as more entries. Only the first line of a response is its status line: a
+ *   header or trailer line that starts like one ("HTTP/1.1 500 Oops: x") is a field whose name is
+ *   what precedes its colon, as libcurl reads it. No charset conversion is made: the body is the bytes sent,
  *   and the charset is the server's Content-Type header.
  * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip, deflate
  *   with or without its zlib wrapper, br, zstd), but the headers stay the server's:

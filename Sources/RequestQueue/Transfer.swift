@@ -84,6 +84,13 @@ final class Transfer {
     /// its head waits for the end of the attempt (a 401).
     private var headHandled = false
     private var headDeferred = false
+    /// Whether the next line libcurl passes may be a status line: the first line of the reply to a
+    /// request sent (`connected`), of the response after an informational one, or after a response
+    /// whose body had no trailers. A header or trailer line that starts like a status line
+    /// ("HTTP/1.1 500 Oops: x") is a field to libcurl, and to the library.
+    private var statusLineNext = true
+    /// Whether the current response's body is chunked: lines after its headers are trailers.
+    private var chunked = false
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -300,6 +307,7 @@ final class Transfer {
         seeOtherKept = false
         headHandled = false
         headDeferred = false
+        statusLineNext = true
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
@@ -565,7 +573,10 @@ final class Transfer {
         guard request != nil else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
         // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
-        if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
+        if statusLineNext, bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50,
+           bytes[4] == 0x2F {
+            statusLineNext = false
+            chunked = false
             headers.removeAll()
             sink = .undecided
             awaitingHeaders = true
@@ -597,6 +608,9 @@ final class Transfer {
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             guard let request else { return false }
+            // After an informational response comes the next one; after a chunked body, its
+            // trailers (libcurl ends them with no blank line of its own).
+            statusLineNext = (100...199).contains(status) || !chunked
             // (A 101 that is not refused was asked for: libcurl takes what follows as its body.)
             if !(100...199).contains(status) || status == 101 {
                 awaitingHeaders = false
@@ -607,10 +621,12 @@ final class Transfer {
         }
         // A line is one field whose name ends at its first colon: only a line with its colon where
         // the name's would be can be the field (most lines are neither: no lookup for them).
-        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding"),
-           !HeaderLines.equalsIgnoringCase(codings, "chunked"),
-           let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
-            return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
+        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding") {
+            if !HeaderLines.equalsIgnoringCase(codings, "chunked"),
+               let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
+                return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
+            }
+            chunked = true
         }
         if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length") {
             guard let value = ServerData.contentLength(bytes: length) else {
@@ -976,6 +992,7 @@ final class Transfer {
             }
         }
         sentUnanswered = true
+        statusLineNext = true
         if ownCookies != nil, let request {
             let send = atOrigin(of: request)
             if send || route.cookies { setOwnCookies(send) }

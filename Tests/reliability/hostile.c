@@ -1368,6 +1368,37 @@ static void header_edges(rq_queue *queue) {
     CHECK(o.attempts == 1, "a padded chunk size: %u attempts", o.attempts);
 }
 
+/* Header and trailer lines that start like a status line ("HTTP/1.1 500 Oops: x" is a field named
+ * "HTTP/1.1 500 Oops" to libcurl): only the first line of a response is its status line. (Before,
+ * the library took such a line for a new response: a 200 was reported as a 500 or a 404 with the
+ * headers before the line lost, a 500's error body went to the output file as a success, a trailer
+ * ended the attempt with RQ_OUTCOME_CONNECTION_LOST.) */
+static void status_like_lines(rq_queue *queue, const char *tmp) {
+    outcome_t o;
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nX-A: 1\r\nHTTP/1.1 500 Oops: x\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
+               RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 2 && o.header_count == 3, "a header line like a status line: body %zu, %zu headers", o.body_size,
+          o.header_count);
+    expect_raw(queue, "HTTP/1.0 200 OK\r\nHTTP/1.0 404 x: y\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.metrics.http_version == 10, "a header line like an HTTP/1.0 status line: HTTP version %d", o.metrics.http_version);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/hostile-status-like", tmp);
+    unlink(file);
+    expect_raw(queue, "HTTP/1.1 500 Error\r\nHTTP/1.1 200 OK: x\r\nContent-Length: 5\r\n\r\nerror", "", to_file, file,
+               RQ_OUTCOME_HTTP_STATUS, 500, &o);
+    CHECK(o.body_size == 5 && access(file, F_OK) != 0, "a 500 with a line like a 200 status line: body %zu, output file %s",
+          o.body_size, access(file, F_OK) == 0 ? "written" : "not written");
+    unlink(file);
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nHTTP/1.1 500 Trailer: x\r\n\r\n", "",
+               NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 2 && o.header_count == 2, "a trailer like a status line: body %zu, %zu headers", o.body_size,
+          o.header_count);
+    /* The status line of the next response after a redirect's trailers is one. */
+    expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
+               "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 5, "after a redirect's trailers: body %zu", o.body_size);
+}
+
 /* rq_request_start (the hidden queue): a close inside the headers, a bomb streamed, a silent
  * server; exactly one completion each (waited for with a watchdog: there is no queue to wait on). */
 static void standalone(void) {
@@ -1571,6 +1602,7 @@ int main(int argc, char **argv) {
     PART("response-size-limits", response_size_limits(queues, tmp));
     PART("redirect-limits", redirect_limits(queue));
     PART("header-edges", header_edges(queue));
+    PART("status-like-lines", status_like_lines(queue, tmp));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));
