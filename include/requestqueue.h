@@ -288,6 +288,11 @@
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
+ * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
+ *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
+ *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
+ *   body would hold the queue's engine thread, and every transfer of the queue, for as long as it
+ *   went on.
  * - A Retry-After that is neither 1 to 9 digits of seconds nor an HTTP-date in one of the three
  *   formats RFC 9110 5.6.7 has recipients accept (an IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT",
  *   years 0001 to 9999; the obsolete "Sunday, 06-Nov-94 08:49:37 GMT", its year at most 50 years

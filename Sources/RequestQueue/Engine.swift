@@ -105,6 +105,9 @@ final class Engine: @unchecked Sendable {
     /// Transfers started in this turn of the loop: when every running transfer is one of them,
     /// none can have a response ready yet, and the batching's look at the sockets is skipped.
     private var startedThisTurn = 0
+    /// The calls of `curl_multi_perform` so far (wrapping): a transfer counts the calls libcurl
+    /// makes to it within one (`Transfer.progress`).
+    private(set) var performs = 0
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
     /// When `chunkPool` frees its buffers, unless a streamed body starts before (`chunkPoolUnused`).
@@ -286,6 +289,7 @@ final class Engine: @unchecked Sendable {
                 }
             }
             let startedBeforePerform = startedThisTurn
+            performs &+= 1
             curl_multi_perform(multi, &stillRunning)
             postFilledChunks()
             readFinished()

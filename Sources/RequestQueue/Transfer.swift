@@ -398,10 +398,10 @@ final class Transfer {
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
         _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
             guard let me else { return 0 }
-            Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+            let go = Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
                 $0.progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
             }
-            return 0
+            return go ? 0 : 1
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
         // Sockets: learn the attempt's TCP socket (see `stall`).
@@ -933,8 +933,24 @@ final class Transfer {
         _ = ccurl_easy_unpause(easy)
     }
 
-    private func progress(downloaded: Int64, uploaded: Int64) {
-        guard let request else { return }
+    /// libcurl's progress function; returns false to abort the transfer.
+    private func progress(downloaded: Int64, uploaded: Int64) -> Bool {
+        guard let request else { return true }
+        // libcurl reads a proxy's answer to CONNECT one byte at a time, for as long as bytes come,
+        // before it returns from `curl_multi_perform` (7.88's lib/http_proxy.c, recv_CONNECT_resp;
+        // later ones' cf-h1-proxy.c alike): a proxy sending an endless body with a 407 (chunked,
+        // or of a huge Content-Length) held the engine thread, every transfer of the queue and
+        // the request's own timeout, for as long as it went on. That loop calls this function for
+        // every byte, so a transfer through a proxy has it on (`configureRoute`), and calls beyond
+        // any other use of one perform end the attempt (an answer's headers are within the header
+        // budget; a body this long with a 407 is no proxy's).
+        if !route.direct {
+            let performs = engine.performs
+            progressCalls = progressCalls.perform == performs ? (performs, progressCalls.count + 1) : (performs, 1)
+            if progressCalls.count > Transfer.progressCallsPerPerform {
+                return refuse("the proxy's answer to CONNECT did not end within \(Transfer.progressCallsPerPerform) bytes")
+            }
+        }
         if request.downloadProgress != nil {
             var length: curl_off_t = -1
             _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
@@ -953,7 +969,14 @@ final class Transfer {
                 engine.reportProgress(request, generation, upload: true, done: done, total: total)
             }
         }
+        return true
     }
+
+    /// The calls of the progress function within one `curl_multi_perform` (`Engine.performs`), and
+    /// their most for a transfer through a proxy (see `progress`): a transfer's other calls in one
+    /// perform are one per read of its connection, at most 100 (libcurl's own bound).
+    private var progressCalls = (perform: 0, count: 0)
+    static let progressCallsPerPerform = 65536
 
     /// libcurl has a connection for the attempt (new or reused) and is about to send the request:
     /// find its socket. A socket libcurl opened for this attempt is recorded under the

@@ -1399,6 +1399,36 @@ static void status_like_lines(rq_queue *queue, const char *tmp) {
     CHECK(o.body_size == 5, "after a redirect's trailers: body %zu", o.body_size);
 }
 
+/* The hostile server as a proxy (set by proxy_answers). */
+static char hostile_proxy[64];
+
+/* Through the hostile server as a proxy, the case its User-Agent names. */
+static void through_proxy(rq_request *request, outcome_t *o, void *name) {
+    (void)o;
+    CHECK_OK(rq_request_set_option_string(request, RQ_OPTION_PROXY, hostile_proxy));
+    CHECK_OK(rq_request_set_option_string(request, RQ_OPTION_USER_AGENT, name));
+}
+
+/* A proxy whose answer to CONNECT never ends (a 407 with an endless body, chunked or of a huge
+ * Content-Length): libcurl 7.88 reads it one byte at a time without returning to the engine while
+ * bytes keep coming, so the engine thread (every transfer of the queue, and the request's own
+ * timeout) was held as long as the proxy went on: here until the server stopped after 60 s, then
+ * RQ_OUTCOME_CONNECTION_LOST. */
+static void proxy_answers(rq_queue *queue) {
+    static const char *cases[] = {"connect-endless-407", "connect-endless-407?length=1"};
+    snprintf(hostile_proxy, sizeof hostile_proxy, "http://127.0.0.1:%s", strrchr(base, ':') + 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        outcome_t o;
+        /* (The proxy is asked for a tunnel to this address; it never opens one.) */
+        const char *saved = base;
+        base = "https://127.0.0.1:9";
+        run(queue, "/proxied", through_proxy, (void *)cases[i], &o);
+        base = saved;
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "CONNECT"),
+              "%s: outcome %s (%s), expected a bad response", cases[i], rq_outcome_str((int)o.outcome), o.message);
+    }
+}
+
 /* rq_request_start (the hidden queue): a close inside the headers, a bomb streamed, a silent
  * server; exactly one completion each (waited for with a watchdog: there is no queue to wait on). */
 static void standalone(void) {
@@ -1603,6 +1633,7 @@ int main(int argc, char **argv) {
     PART("redirect-limits", redirect_limits(queue));
     PART("header-edges", header_edges(queue));
     PART("status-like-lines", status_like_lines(queue, tmp));
+    PART("proxy-answers", proxy_answers(queue));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));
