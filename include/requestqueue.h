@@ -288,6 +288,16 @@
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
+ * - HTTP/2 (used over TLS when the server offers it, by default: RQ_OPTION_HTTP_VERSION) with
+ *   libcurl 7.88 (Debian 12's), two limits the library cannot add: a server that keeps sending
+ *   frames that carry nothing for the stream (empty DATA frames, PRIORITY, WINDOW_UPDATE, frames of
+ *   unknown types) holds the queue's engine thread, and with it every transfer of the queue and
+ *   the time limits, for as long as it goes on (libcurl reads the connection until a frame brings
+ *   data for the stream, without returning); and a response without Content-Length that the
+ *   server cuts with an error in the HTTP/2 framing (a malformed frame, a frame on a stream it
+ *   must not use) is delivered as complete, RQ_OUTCOME_OK (libcurl takes the end of the session
+ *   for the end of the stream; a connection closed or reset inside it is detected). For servers
+ *   you do not trust, set RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
