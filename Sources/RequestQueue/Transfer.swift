@@ -308,6 +308,8 @@ final class Transfer {
         headHandled = false
         headDeferred = false
         statusLineNext = true
+        chunked = false
+        contentLength = -1
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
@@ -572,9 +574,10 @@ final class Transfer {
         // (The request is taken only where it is used: a reference for every line costs.)
         guard request != nil else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
-        // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
-        if statusLineNext, bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50,
-           bytes[4] == 0x2F {
+        // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth). It
+        // is the first line libcurl passes of a response, whatever it holds: libcurl also takes
+        // "http/1.1 200" for one, which `statusCode` refuses (RFC 9112's HTTP-name is "HTTP").
+        if statusLineNext {
             statusLineNext = false
             chunked = false
             headers.removeAll()

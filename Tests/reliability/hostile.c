@@ -1393,6 +1393,13 @@ static void status_like_lines(rq_queue *queue, const char *tmp) {
                NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     CHECK(o.body_size == 2 && o.header_count == 2, "a trailer like a status line: body %zu, %zu headers", o.body_size,
           o.header_count);
+    /* A first line libcurl takes for a status line, but that is not one ("http" in lower case:
+     * RFC 9112's HTTP-name is "HTTP"): not HTTP. (Before, the library read it as a header line,
+     * with what it knew of the previous response on the same handle: "two different
+     * Content-Length values (7 and 2)", status 200.) */
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nhello12", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    expect_raw(queue, "http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0, &o);
+    CHECK(strstr(o.message, "not HTTP"), "a status line in lower case: %s", o.message);
     /* The status line of the next response after a redirect's trailers is one. */
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
                "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
