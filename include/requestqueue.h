@@ -238,7 +238,8 @@
  * server can make it hold is bounded. Every value from the network (status codes, dates, lengths,
  * ranges, header and trailer sizes and counts) is parsed with checked arithmetic and range checks.
  * - A reply that is not HTTP (HTTP/0.9, garbage, a status line that does not start with "HTTP/" in
- *   upper case, or whose code is not three digits from 100 to 599) ends the attempt with
+ *   upper case, or whose code is not three digits from 100 to 599, an "HTTP/2" status line on plain
+ *   http without RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE) ends the attempt with
  *   RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
  *   (not 1 to 18 digits; a list of equal values, "5, 5", is that value, as RFC 9112 6.3 says),

@@ -587,7 +587,12 @@ final class Transfer {
             headHandled = false
             headDeferred = false
             responses += 1
-            guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
+            // "HTTP/2 200" on a plain http connection, where HTTP/2 was not asked for (h2c): libcurl
+            // 7.88 takes it, then reports HTTP/2 for that response and the later ones on the
+            // connection, and makes later requests to the host wait for it as for an HTTP/2 one.
+            guard let code = ServerData.statusCode(ofStatusLine: bytes),
+                  bytes[5] == 0x31 || options?.transport.httpVersion == .http2PriorKnowledge
+                  || hopIsHTTPS(firstHop: responses == 1) else {
                 status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
@@ -1031,15 +1036,17 @@ final class Transfer {
     /// (cleartext HTTP/2 never keeps its connection: Transport.swift), or https where a response
     /// came back as HTTP/1.x on it (`statusLine`).
     private func carriesHTTP1(_ fd: Int32) -> Bool {
-        // The scheme of the request about to be sent: the URL's unless a response came (a redirect
-        // may have changed it).
-        var https = request?.url.https ?? true
-        if responses > 0 {
-            var scheme: UnsafeMutablePointer<CChar>?
-            guard ccurl_easy_getinfo_str(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK, let scheme else { return false }
-            https = strcasecmp(scheme, "https") == 0
-        }
-        return !https || engine.carriedHTTP1(fd)
+        !hopIsHTTPS(firstHop: responses == 0) || engine.carriedHTTP1(fd)
+    }
+
+    /// Whether the request of the attempt being sent or answered goes over https: the URL's for
+    /// the first one, libcurl's connection's after a response (a redirect may change it). True
+    /// when libcurl does not say.
+    private func hopIsHTTPS(firstHop: Bool) -> Bool {
+        if firstHop { return request?.url.https ?? true }
+        var scheme: UnsafeMutablePointer<CChar>?
+        guard ccurl_easy_getinfo_str(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK, let scheme else { return true }
+        return strcasecmp(scheme, "https") == 0
     }
 
     /// Whether the request about to be sent goes to the scheme, host name and port of the request's

@@ -1400,6 +1400,11 @@ static void status_like_lines(rq_queue *queue, const char *tmp) {
     expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nhello12", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
     expect_raw(queue, "http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0, &o);
     CHECK(strstr(o.message, "not HTTP"), "a status line in lower case: %s", o.message);
+    /* An HTTP/2 status line on plain http (HTTP/2 not asked for): not HTTP/1.x, so not HTTP here.
+     * (Before: RQ_OUTCOME_OK, HTTP version 20 for it and for the next response on the connection,
+     * and later requests to the host waited for that connection as for an HTTP/2 one.) */
+    expect_raw(queue, "HTTP/2 200\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0, &o);
+    CHECK(strstr(o.message, "not HTTP"), "an HTTP/2 status line over HTTP/1.1: %s", o.message);
     /* The status line of the next response after a redirect's trailers is one. */
     expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
                "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
