@@ -56,7 +56,6 @@ final class Transfer {
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
-    private var reportedUpload: (done: Int64, total: Int64) = (-1, -2)
     /// The slow-server limits of this attempt (idle, response headers, low speed), checked by the
     /// engine ten times a second through `stall(now:)`.
     private var watch = TransferWatch(limits: TransferWatch.Limits(idle: 0, headers: 0, lowSpeed: (0, 0)), now: 0)
@@ -331,7 +330,7 @@ final class Transfer {
         if request.progressAttempt != request.attempts {
             request.progressAttempt = request.attempts
             request.download = AttemptProgress()
-            reportedUpload = (-1, -2)
+            request.uploadReported = -1
         } else {
             request.download.newResponse()
         }
@@ -971,9 +970,9 @@ final class Transfer {
         }
         if request.uploadProgress != nil, request.hasBody {
             let total = Int64(request.body.count)
-            let done = max(uploaded, reportedUpload.done, 0)
-            if done != reportedUpload.done {
-                reportedUpload = (done, total)
+            let done = max(uploaded, request.uploadReported, 0)
+            if done != request.uploadReported {
+                request.uploadReported = done
                 engine.reportProgress(request, generation, upload: true, done: done, total: total)
             }
         }
@@ -1243,7 +1242,7 @@ final class Transfer {
                                 downloaded: received, progress: (request.download.done, request.download.total),
                                 // (At its highest in the attempt: a body sent again on a new transfer
                                 // after a challenge, that failed at once, does not take it back.)
-                                uploaded: request.hasBody ? max(Int64(uploaded), reportedUpload.done, 0) : 0,
+                                uploaded: request.hasBody ? max(Int64(uploaded), request.uploadReported, 0) : 0,
                                 uploadTotal: request.hasBody ? Int64(request.body.count) : -1)
         if headDeferred { response.deferredHead = head(for: request) }
         response.metrics = Metrics(easy: easy, request: request, secure: secure,
