@@ -10,8 +10,10 @@
  * lengths, smuggling on kept connections, forbidden header bytes, 101, closes and resets in every
  * phase x delivery mode x body sink, uploads, slowloris against every limit, redirects and
  * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
- * authentication challenges. RQ_HOSTILE_ONLY=part,part runs only those parts, RQ_HOSTILE_SKIP=part,part
- * all but those; each part prints its seconds.
+ * authentication challenges. Later parts: bytes a server sends on a kept connection after its
+ * reply (late-bytes), header and trailer lines that start like a status line (status-like-lines),
+ * a proxy's endless answer to CONNECT (proxy-answers). RQ_HOSTILE_ONLY=part,part runs only those
+ * parts, RQ_HOSTILE_SKIP=part,part all but those; each part prints its seconds.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
  */
