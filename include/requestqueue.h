@@ -237,8 +237,10 @@
  * The library runs inside its host: no byte a server sends can crash the host, and the memory a
  * server can make it hold is bounded. Every value from the network (status codes, dates, lengths,
  * ranges, header and trailer sizes and counts) is parsed with checked arithmetic and range checks.
- * - A reply that is not HTTP (HTTP/0.9, garbage, a status line whose code is not three digits from
- *   100 to 599) ends the attempt with RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
+ * - A reply that is not HTTP (HTTP/0.9, garbage, a status line that does not start with "HTTP/" in
+ *   upper case, or whose code is not three digits from 100 to 599, an "HTTP/2" status line on plain
+ *   http without RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE) ends the attempt with
+ *   RQ_OUTCOME_BAD_RESPONSE and status 0. So do, with the
  *   status of the response: invalid chunked framing (a bad chunk size), an invalid Content-Length
  *   (not 1 to 18 digits; a list of equal values, "5, 5", is that value, as RFC 9112 6.3 says),
  *   two different Content-Length values in one response (the end of the
@@ -288,6 +290,21 @@
  *   file) is collected in the response up to 1 MiB (1048576 bytes); at that size the attempt ends
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
+ * - HTTP/2 (used over TLS when the server offers it, by default: RQ_OPTION_HTTP_VERSION) with
+ *   libcurl 7.88 (Debian 12's), two limits the library cannot add: a server that keeps sending
+ *   frames that carry nothing for the stream (empty DATA frames, PRIORITY, WINDOW_UPDATE, frames of
+ *   unknown types) holds the queue's engine thread, and with it every transfer of the queue and
+ *   the time limits, for as long as it goes on (libcurl reads the connection until a frame brings
+ *   data for the stream, without returning); and a response without Content-Length that the
+ *   server cuts with an error in the HTTP/2 framing (a malformed frame, a frame on a stream it
+ *   must not use) is delivered as complete, RQ_OUTCOME_OK (libcurl takes the end of the session
+ *   for the end of the stream; a connection closed or reset inside it is detected). For servers
+ *   you do not trust, set RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1.
+ * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
+ *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
+ *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
+ *   body would hold the queue's engine thread, and every transfer of the queue, for as long as it
+ *   went on.
  * - A Retry-After that is neither 1 to 9 digits of seconds nor an HTTP-date in one of the three
  *   formats RFC 9110 5.6.7 has recipients accept (an IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT",
  *   years 0001 to 9999; the obsolete "Sunday, 06-Nov-94 08:49:37 GMT", its year at most 50 years
@@ -327,7 +344,10 @@
  * - Connections are kept alive and reused by the requests of a queue (`rq_metrics.
  *   connection_reused`), unless the server says "Connection: close" or speaks HTTP/1.0 without
  *   keep-alive. A new https connection resumes a TLS session of an earlier connection of the
- *   queue to that server when the server allows it (made with the same TLS settings).
+ *   queue to that server when the server allows it (made with the same TLS settings). A kept
+ *   HTTP/1.x connection on which the server sent anything while it was idle (a response no request
+ *   asked for, a body after the head of a HEAD or 204 answer, a 408 before closing) is not used
+ *   again: those bytes are no reply to the next request, which goes on a new connection.
  * - Resending: when a kept connection turns out closed by the server before any answer came (the
  *   server timed it out as the request went), libcurl sends the request again on a new connection,
  *   within the same attempt. The library lets it do so only for idempotent methods (GET, HEAD,
@@ -354,7 +374,9 @@
  *   (`rq_response_header` returns the first; walk `rq_response_header_at` for all, e.g. every
  *   Set-Cookie), values without the blanks around them (an empty value is "", not NULL). A line
  *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers come
- *   after the headers, as more entries. No charset conversion is made: the body is the bytes sent,
+ *   after the headers, as more entries. Only the first line of a response is its status line: a
+ *   header or trailer line that starts like one ("HTTP/1.1 500 Oops: x") is a field whose name is
+ *   what precedes its colon, as libcurl reads it. No charset conversion is made: the body is the bytes sent,
  *   and the charset is the server's Content-Type header.
  * - Content decoding (RQ_OPTION_DECODE_CONTENT, on by default): the body is decoded (gzip, deflate
  *   with or without its zlib wrapper, br, zstd), but the headers stay the server's:

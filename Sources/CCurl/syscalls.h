@@ -114,4 +114,16 @@ static inline int ccurl_local_port(int fd) {
     return -1;
 }
 
+/* Whether something waits to be read on socket `fd` (bytes, the peer's close, an error): 0 when
+ * nothing does. Peeks without taking anything and without waiting. */
+static inline int ccurl_socket_has_input(int fd) {
+    char byte;
+    if (recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
+        return 1;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* Shuts the sending side of socket `fd`: what is written on it from then on fails (EPIPE). */
+static inline void ccurl_shutdown_write(int fd) { (void)shutdown(fd, SHUT_WR); }
+
 #endif

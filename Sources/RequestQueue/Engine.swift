@@ -105,6 +105,9 @@ final class Engine: @unchecked Sendable {
     /// Transfers started in this turn of the loop: when every running transfer is one of them,
     /// none can have a response ready yet, and the batching's look at the sockets is skipped.
     private var startedThisTurn = 0
+    /// The calls of `curl_multi_perform` so far (wrapping): a transfer counts the calls libcurl
+    /// makes to it within one (`Transfer.progress`).
+    private(set) var performs = 0
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
     /// When `chunkPool` frees its buffers, unless a streamed body starts before (`chunkPoolUnused`).
@@ -286,6 +289,7 @@ final class Engine: @unchecked Sendable {
                 }
             }
             let startedBeforePerform = startedThisTurn
+            performs &+= 1
             curl_multi_perform(multi, &stillRunning)
             postFilledChunks()
             readFinished()
@@ -593,7 +597,17 @@ final class Engine: @unchecked Sendable {
     func socketClosed(_ fd: Int32) {
         if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
         if lastSocket?.fd == fd { lastSocket = nil }
+        if !http1Sockets.isEmpty { http1Sockets.remove(fd) }
     }
+
+    /// The sockets of direct https connections on which an HTTP/1.x response came (ALPN chose
+    /// HTTP/1.1 for them): a request on such a kept connection is checked as on a plain http one
+    /// (`Transfer.carriesHTTP1`). An HTTP/2 connection is never among them.
+    private var http1Sockets = Set<Int32>()
+
+    func noteHTTP1(_ fd: Int32) { http1Sockets.insert(fd) }
+
+    func carriedHTTP1(_ fd: Int32) -> Bool { http1Sockets.contains(fd) }
 
     // What a transfer posts for its attempt, through the queue's one path (`Queue.post`).
 

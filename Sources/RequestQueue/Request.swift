@@ -112,9 +112,12 @@ final class Request: @unchecked Sendable {
     var priority = 0
     /// Flow control between the engine (producing chunks) and the delivery (consuming them).
     var flow: StreamFlow?
-    /// Download progress over the responses of the current attempt, and the attempt it counts
-    /// (engine thread).
+    /// Download progress over the responses of the current attempt, the upload figure last
+    /// reported in it (-1: none; it stays at its highest, a body sent again on the attempt's next
+    /// transfer does not take it back, whichever `Transfer` runs that one), and the attempt they
+    /// count (engine thread).
     var download = AttemptProgress()
+    var uploadReported: Int64 = -1
     var progressAttempt = 0
     /// The most body bytes reported sent in the current attempt, or -1: a body sent again on a new
     /// transfer of the attempt (after a challenge) does not take the figure back (engine thread).

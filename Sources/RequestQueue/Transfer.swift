@@ -83,6 +83,13 @@ final class Transfer {
     /// its head waits for the end of the attempt (a 401).
     private var headHandled = false
     private var headDeferred = false
+    /// Whether the next line libcurl passes may be a status line: the first line of the reply to a
+    /// request sent (`connected`), of the response after an informational one, or after a response
+    /// whose body had no trailers. A header or trailer line that starts like a status line
+    /// ("HTTP/1.1 500 Oops: x") is a field to libcurl, and to the library.
+    private var statusLineNext = true
+    /// Whether the current response's body is chunked: lines after its headers are trailers.
+    private var chunked = false
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -299,6 +306,9 @@ final class Transfer {
         seeOtherKept = false
         headHandled = false
         headDeferred = false
+        statusLineNext = true
+        chunked = false
+        contentLength = -1
         if request.firstAttemptAt == 0 { request.firstAttemptAt = now }
         sink = .undecided
         status = 0
@@ -388,10 +398,10 @@ final class Transfer {
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me)
         _ = ccurl_easy_setopt_xferinfo_fn(easy) { me, _, dlnow, _, ulnow in
             guard let me else { return 0 }
-            Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+            let go = Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
                 $0.progress(downloaded: Int64(dlnow), uploaded: Int64(ulnow))
             }
-            return 0
+            return go ? 0 : 1
         }
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, me)
         // Sockets: learn the attempt's TCP socket (see `stall`).
@@ -562,8 +572,12 @@ final class Transfer {
         // (The request is taken only where it is used: a reference for every line costs.)
         guard request != nil else { return false }
         let bytes = line.bindMemory(to: UInt8.self)
-        // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth).
-        if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
+        // A status line starts a new response (a redirect, a 100 Continue, a 401 before auth). It
+        // is the first line libcurl passes of a response, whatever it holds: libcurl also takes
+        // "http/1.1 200" for one, which `statusCode` refuses (RFC 9112's HTTP-name is "HTTP").
+        if statusLineNext {
+            statusLineNext = false
+            chunked = false
             headers.removeAll()
             sink = .undecided
             awaitingHeaders = true
@@ -571,7 +585,12 @@ final class Transfer {
             headHandled = false
             headDeferred = false
             responses += 1
-            guard let code = ServerData.statusCode(ofStatusLine: bytes) else {
+            // "HTTP/2 200" on a plain http connection, where HTTP/2 was not asked for (h2c): libcurl
+            // 7.88 takes it, then reports HTTP/2 for that response and the later ones on the
+            // connection, and makes later requests to the host wait for it as for an HTTP/2 one.
+            guard let code = ServerData.statusCode(ofStatusLine: bytes),
+                  bytes[5] == 0x31 || options?.transport.httpVersion == .http2PriorKnowledge
+                  || hopIsHTTPS(firstHop: responses == 1) else {
                 status = -1
                 return refuse("the server's reply is not HTTP (status line \"\(Transfer.printable(bytes))\")")
             }
@@ -585,6 +604,9 @@ final class Transfer {
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
             statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
                 ? 10 + Int32(bytes[7] - 0x30) : 0
+            // An HTTP/1.x response on a direct https connection: ALPN chose HTTP/1.1 for it (see
+            // `carriesHTTP1`). (Plain http needs no note.)
+            if statusVersion != 0, route.direct, socket >= 0, let request, request.url.https { engine.noteHTTP1(socket) }
             return headerBudget.admit(lineLength: bytes.count) || refuseOverBudget()
         }
         guard headerBudget.admit(lineLength: bytes.count) else { return refuseOverBudget() }
@@ -592,6 +614,9 @@ final class Transfer {
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             guard let request else { return false }
+            // After an informational response comes the next one; after a chunked body, its
+            // trailers (libcurl ends them with no blank line of its own).
+            statusLineNext = (100...199).contains(status) || !chunked
             // (A 101 that is not refused was asked for: libcurl takes what follows as its body.)
             if !(100...199).contains(status) || status == 101 {
                 awaitingHeaders = false
@@ -602,10 +627,12 @@ final class Transfer {
         }
         // A line is one field whose name ends at its first colon: only a line with its colon where
         // the name's would be can be the field (most lines are neither: no lookup for them).
-        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding"),
-           !HeaderLines.equalsIgnoringCase(codings, "chunked"),
-           let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
-            return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
+        if bytes.count > 17, bytes[17] == 0x3A, let codings = HeaderLines.valueBytes(ofLine: bytes, named: "Transfer-Encoding") {
+            if !HeaderLines.equalsIgnoringCase(codings, "chunked"),
+               let coding = ServerData.unrequestedTransferCoding(String(decoding: codings, as: UTF8.self)) {
+                return refuse("the server used the transfer coding \"\(coding)\", which was not asked for")
+            }
+            chunked = true
         }
         if bytes.count > 14, bytes[14] == 0x3A, let length = HeaderLines.valueBytes(ofLine: bytes, named: "Content-Length") {
             guard let value = ServerData.contentLength(bytes: length) else {
@@ -912,8 +939,24 @@ final class Transfer {
         _ = ccurl_easy_unpause(easy)
     }
 
-    private func progress(downloaded: Int64, uploaded: Int64) {
-        guard let request else { return }
+    /// libcurl's progress function; returns false to abort the transfer.
+    private func progress(downloaded: Int64, uploaded: Int64) -> Bool {
+        guard let request else { return true }
+        // libcurl reads a proxy's answer to CONNECT one byte at a time, for as long as bytes come,
+        // before it returns from `curl_multi_perform` (7.88's lib/http_proxy.c, recv_CONNECT_resp;
+        // later ones' cf-h1-proxy.c alike): a proxy sending an endless body with a 407 (chunked,
+        // or of a huge Content-Length) held the engine thread, every transfer of the queue and
+        // the request's own timeout, for as long as it went on. That loop calls this function for
+        // every byte, so a transfer through a proxy has it on (`configureRoute`), and calls beyond
+        // any other use of one perform end the attempt (an answer's headers are within the header
+        // budget; a body this long with a 407 is no proxy's).
+        if !route.direct {
+            let performs = engine.performs
+            progressCalls = progressCalls.perform == performs ? (performs, progressCalls.count + 1) : (performs, 1)
+            if progressCalls.count > Transfer.progressCallsPerPerform {
+                return refuse("the proxy's answer to CONNECT did not end within \(Transfer.progressCallsPerPerform) bytes")
+            }
+        }
         if request.downloadProgress != nil {
             var length: curl_off_t = -1
             _ = ccurl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length)
@@ -932,7 +975,14 @@ final class Transfer {
                 engine.reportProgress(request, generation, upload: true, done: done, total: total)
             }
         }
+        return true
     }
+
+    /// The calls of the progress function within one `curl_multi_perform` (`Engine.performs`), and
+    /// their most for a transfer through a proxy (see `progress`): a transfer's other calls in one
+    /// perform are one per read of its connection, at most 100 (libcurl's own bound).
+    private var progressCalls = (perform: 0, count: 0)
+    static let progressCallsPerPerform = 65536
 
     /// libcurl has a connection for the attempt (new or reused) and is about to send the request:
     /// find its socket. A socket libcurl opened for this attempt is recorded under the
@@ -949,21 +999,52 @@ final class Transfer {
             resendRefused = true
             return false
         }
+        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
+        let opened = openedSocket
+        openedSocket = -1
+        counted.tcp = -1
+        if opened >= 0, ccurl_local_port(opened) == localPort {
+            engine.socketConnected(opened, key: key)
+            socket = opened
+        } else {
+            socket = engine.socket(for: key)
+            // A kept HTTP/1.x connection must have nothing to read before a request goes on it:
+            // bytes there were sent before the request (a response nobody asked for, a body after
+            // a HEAD's or a 204's head, a 408 on the idle connection) and would be read as its
+            // reply. libcurl 7.88 uses such a connection again (8.0 no longer does: "deny reuse
+            // on unclean connections"). Shutting its sending side makes the request's send fail,
+            // and libcurl sends it on a new connection ("Connection died, retrying a fresh
+            // connect"): the request never went out on this one, whatever its method.
+            if socket >= 0, carriesHTTP1(socket), ccurl_socket_has_input(socket) != 0 {
+                ccurl_shutdown_write(socket)
+                return true
+            }
+        }
         sentUnanswered = true
+        statusLineNext = true
         if ownCookies != nil, let request {
             let send = atOrigin(of: request)
             if send || route.cookies { setOwnCookies(send) }
         }
-        let key = Transfer.connectionKey(primaryIP, localIP, primaryPort, localPort, seed: keySeed)
-        if openedSocket >= 0, ccurl_local_port(openedSocket) == localPort {
-            engine.socketConnected(openedSocket, key: key)
-            socket = openedSocket
-        } else {
-            socket = engine.socket(for: key)
-        }
-        openedSocket = -1
-        counted.tcp = -1
         return true
+    }
+
+    /// Whether the kept connection with socket `fd` that libcurl chose for the next request of
+    /// the attempt speaks HTTP/1.x (an HTTP/2 one may receive frames at any time): plain http
+    /// (cleartext HTTP/2 never keeps its connection: Transport.swift), or https where a response
+    /// came back as HTTP/1.x on it (`statusLine`).
+    private func carriesHTTP1(_ fd: Int32) -> Bool {
+        !hopIsHTTPS(firstHop: responses == 0) || engine.carriedHTTP1(fd)
+    }
+
+    /// Whether the request of the attempt being sent or answered goes over https: the URL's for
+    /// the first one, libcurl's connection's after a response (a redirect may change it). True
+    /// when libcurl does not say.
+    private func hopIsHTTPS(firstHop: Bool) -> Bool {
+        if firstHop { return request?.url.https ?? true }
+        var scheme: UnsafeMutablePointer<CChar>?
+        guard ccurl_easy_getinfo_str(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK, let scheme else { return true }
+        return strcasecmp(scheme, "https") == 0
     }
 
     /// Whether the request about to be sent goes to the scheme, host name and port of the request's

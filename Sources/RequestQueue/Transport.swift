@@ -597,6 +597,9 @@ extension Transfer {
         var headers: UnsafeMutablePointer<curl_slist>?
         /// Whether CURLOPT_COOKIE is set on the handle (`ownCookies`, `Transfer.setOwnCookies`).
         var cookies = false
+        /// Whether CURLOPT_NOPROGRESS is 0 for a request without progress callbacks because a
+        /// proxy carries the attempt (`Transfer.progress`).
+        var progress = false
     }
 
     /// The header list last made for a request with header lines of its own (or removals), and
@@ -647,6 +650,11 @@ extension Transfer {
             proxyOff = direct
         }
         route.direct = direct
+        // Through a proxy, libcurl's progress function is on (see `Transfer.progress`).
+        if !o.progress, route.progress == direct {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, direct ? 1 : 0)
+            route.progress = !direct
+        }
         // Only with no proxy setting: CURLOPT_PROXY is otherwise the setting's (`applyTransport`).
         if proxyOff != route.proxyOff {
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_PROXY, proxyOff ? UnsafeRawPointer(emptyCString) : nil)

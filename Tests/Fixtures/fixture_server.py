@@ -53,8 +53,10 @@ id=..., group=...):
                                    (then the rest) or until the client leaves (the request's
                                    log entry then has "client_gone": true); the connection
                                    closes after it, unless keep=1
-  /raw?b64=B                       writes the bytes of B (URL-safe base64) as they are, then
-                                   closes the connection: any status line, header block or body
+  /raw?b64=B&late=L&after=S        writes the bytes of B (URL-safe base64) as they are, then
+                                   closes the connection: any status line, header block or body;
+                                   with late=L, keeps it open instead, writes the bytes of L
+                                   S s later (default 0.05), and reads the next request on it
   /inspect                         JSON of the request as received: method, target, version,
                                    headers as [name, value] pairs in order (repeats kept), body
                                    (latin-1), body_len, conn
@@ -600,11 +602,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def raw(self):
         data = base64.urlsafe_b64decode(self.q("b64", "") + "==")
-        self.close_connection = True
+        late = self.q("late", None)
+        self.close_connection = late is None
         self.head_sent = True
         self.done()
         self.wfile.write(data)
         self.wfile.flush()
+        if late is not None:  # bytes after the reply, on the connection kept open
+            time.sleep(self.q("after", 0.05, float))
+            self.wfile.write(base64.urlsafe_b64decode(late + "=="))
+            self.wfile.flush()
 
     def drop(self):
         attempt = self.state.flaky_attempt("drop:" + self.q("key", ""))

@@ -10,8 +10,10 @@
  * lengths, smuggling on kept connections, forbidden header bytes, 101, closes and resets in every
  * phase x delivery mode x body sink, uploads, slowloris against every limit, redirects and
  * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
- * authentication challenges. RQ_HOSTILE_ONLY=part,part runs only those parts, RQ_HOSTILE_SKIP=part,part
- * all but those; each part prints its seconds.
+ * authentication challenges. Later parts: bytes a server sends on a kept connection after its
+ * reply (late-bytes), header and trailer lines that start like a status line (status-like-lines),
+ * a proxy's endless answer to CONNECT (proxy-answers). RQ_HOSTILE_ONLY=part,part runs only those
+ * parts, RQ_HOSTILE_SKIP=part,part all but those; each part prints its seconds.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
  */
@@ -754,6 +756,44 @@ static void smuggling(rq_queue *queue) {
     CHECK(o.body_size == 4, "the next request got %zu bytes instead of its own reply (4)", o.body_size);
 }
 
+static void with_head(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_method(request, "HEAD"));
+}
+
+/* Bytes a server sends after a complete reply, once its transfer has ended: a second response no
+ * request asked for, a body after a HEAD's or a 204's head, a 408 on the idle connection. libcurl
+ * 7.88 used the kept connection again with them waiting, and the next request took them for its
+ * reply (the next request below got "forged", or the 408). */
+static void late_bytes(rq_queue *queue) {
+    static const char forged[] = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+    static const struct { const char *reply, *late; setup_fn setup; } cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", forged, NULL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", forged, NULL},
+        {"HTTP/1.1 204 No Content\r\n\r\n", forged, NULL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n", forged, with_head},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char bytes[512], extra[96];
+        size_t head = strlen(cases[i].reply), n = head + strlen(cases[i].late);
+        memcpy(bytes, cases[i].reply, head);
+        memcpy(bytes + head, cases[i].late, n - head);
+        /* The reply, then the late bytes 0.05 s later, the connection kept open. */
+        snprintf(extra, sizeof extra, "&split=%zu&pace=0.05&keep=1&late=%zu", head, i);
+        char *path = raw_path(bytes, n, extra);
+        outcome_t o;
+        run(queue, path, cases[i].setup, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_OK, "late bytes %zu: the reply itself: %s (%s)", i, rq_outcome_str((int)o.outcome), o.message);
+        free(path);
+        rqt_sleep(1); /* the late bytes reach the idle connection */
+        snprintf(extra, sizeof extra, "&after-late=%zu", i);
+        expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nmine", extra, NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+        CHECK(o.body_size == 4, "late bytes %zu: the next request got a reply of %zu bytes, sent before it, instead of its own (4)", i,
+              o.body_size);
+    }
+}
+
 /* Header bytes RFC 9112 forbids or deprecates: NUL (refused by libcurl), a bare CR, obs-fold. */
 static void header_bytes(rq_queue *queue) {
     static const char nul_value[] = "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 5\r\n\r\nhello";
@@ -1330,6 +1370,79 @@ static void header_edges(rq_queue *queue) {
     CHECK(o.attempts == 1, "a padded chunk size: %u attempts", o.attempts);
 }
 
+/* Header and trailer lines that start like a status line ("HTTP/1.1 500 Oops: x" is a field named
+ * "HTTP/1.1 500 Oops" to libcurl): only the first line of a response is its status line. (Before,
+ * the library took such a line for a new response: a 200 was reported as a 500 or a 404 with the
+ * headers before the line lost, a 500's error body went to the output file as a success, a trailer
+ * ended the attempt with RQ_OUTCOME_CONNECTION_LOST.) */
+static void status_like_lines(rq_queue *queue, const char *tmp) {
+    outcome_t o;
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nX-A: 1\r\nHTTP/1.1 500 Oops: x\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL,
+               RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 2 && o.header_count == 3, "a header line like a status line: body %zu, %zu headers", o.body_size,
+          o.header_count);
+    expect_raw(queue, "HTTP/1.0 200 OK\r\nHTTP/1.0 404 x: y\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.metrics.http_version == 10, "a header line like an HTTP/1.0 status line: HTTP version %d", o.metrics.http_version);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/hostile-status-like", tmp);
+    unlink(file);
+    expect_raw(queue, "HTTP/1.1 500 Error\r\nHTTP/1.1 200 OK: x\r\nContent-Length: 5\r\n\r\nerror", "", to_file, file,
+               RQ_OUTCOME_HTTP_STATUS, 500, &o);
+    CHECK(o.body_size == 5 && access(file, F_OK) != 0, "a 500 with a line like a 200 status line: body %zu, output file %s",
+          o.body_size, access(file, F_OK) == 0 ? "written" : "not written");
+    unlink(file);
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nHTTP/1.1 500 Trailer: x\r\n\r\n", "",
+               NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 2 && o.header_count == 2, "a trailer like a status line: body %zu, %zu headers", o.body_size,
+          o.header_count);
+    /* A first line libcurl takes for a status line, but that is not one ("http" in lower case:
+     * RFC 9112's HTTP-name is "HTTP"): not HTTP. (Before, the library read it as a header line,
+     * with what it knew of the previous response on the same handle: "two different
+     * Content-Length values (7 and 2)", status 200.) */
+    expect_raw(queue, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nhello12", "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    expect_raw(queue, "http/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0, &o);
+    CHECK(strstr(o.message, "not HTTP"), "a status line in lower case: %s", o.message);
+    /* An HTTP/2 status line on plain http (HTTP/2 not asked for): not HTTP/1.x, so not HTTP here.
+     * (Before: RQ_OUTCOME_OK, HTTP version 20 for it and for the next response on the connection,
+     * and later requests to the host waited for that connection as for an HTTP/2 one.) */
+    expect_raw(queue, "HTTP/2 200\r\nContent-Length: 2\r\n\r\nok", "", NULL, NULL, RQ_OUTCOME_BAD_RESPONSE, 0, &o);
+    CHECK(strstr(o.message, "not HTTP"), "an HTTP/2 status line over HTTP/1.1: %s", o.message);
+    /* The status line of the next response after a redirect's trailers is one. */
+    expect_raw(queue, "HTTP/1.1 302 Found\r\nLocation: /case/status?code=200\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
+               "", NULL, NULL, RQ_OUTCOME_OK, 200, &o);
+    CHECK(o.body_size == 5, "after a redirect's trailers: body %zu", o.body_size);
+}
+
+/* The hostile server as a proxy (set by proxy_answers). */
+static char hostile_proxy[64];
+
+/* Through the hostile server as a proxy, the case its User-Agent names. */
+static void through_proxy(rq_request *request, outcome_t *o, void *name) {
+    (void)o;
+    CHECK_OK(rq_request_set_option_string(request, RQ_OPTION_PROXY, hostile_proxy));
+    CHECK_OK(rq_request_set_option_string(request, RQ_OPTION_USER_AGENT, name));
+}
+
+/* A proxy whose answer to CONNECT never ends (a 407 with an endless body, chunked or of a huge
+ * Content-Length): libcurl 7.88 reads it one byte at a time without returning to the engine while
+ * bytes keep coming, so the engine thread (every transfer of the queue, and the request's own
+ * timeout) was held as long as the proxy went on: here until the server stopped after 60 s, then
+ * RQ_OUTCOME_CONNECTION_LOST. */
+static void proxy_answers(rq_queue *queue) {
+    static const char *cases[] = {"connect-endless-407", "connect-endless-407?length=1"};
+    snprintf(hostile_proxy, sizeof hostile_proxy, "http://127.0.0.1:%s", strrchr(base, ':') + 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        outcome_t o;
+        /* (The proxy is asked for a tunnel to this address; it never opens one.) */
+        const char *saved = base;
+        base = "https://127.0.0.1:9";
+        run(queue, "/proxied", through_proxy, (void *)cases[i], &o);
+        base = saved;
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "CONNECT"),
+              "%s: outcome %s (%s), expected a bad response", cases[i], rq_outcome_str((int)o.outcome), o.message);
+    }
+}
+
 /* rq_request_start (the hidden queue): a close inside the headers, a bomb streamed, a silent
  * server; exactly one completion each (waited for with a watchdog: there is no queue to wait on). */
 static void standalone(void) {
@@ -1518,6 +1631,7 @@ int main(int argc, char **argv) {
     PART("content-encoding", content_encoding_bombs(queues, tmp));
     PART("content-length-conflicts", content_length_conflicts(queue));
     PART("smuggling", smuggling(queue));
+    PART("late-bytes", late_bytes(queue));
     PART("header-bytes", header_bytes(queue));
     PART("switching-protocols", switching_protocols(queue));
     PART("close-phases", close_phases(queues, tmp));
@@ -1532,6 +1646,8 @@ int main(int argc, char **argv) {
     PART("response-size-limits", response_size_limits(queues, tmp));
     PART("redirect-limits", redirect_limits(queue));
     PART("header-edges", header_edges(queue));
+    PART("status-like-lines", status_like_lines(queue, tmp));
+    PART("proxy-answers", proxy_answers(queue));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));

@@ -8,7 +8,8 @@ Tests/c/with_fixture.py can start it).
 
 A request for /case/NAME[?query] gets the reply of case NAME (see CASES below): a status line, or
 none; any headers, endless ones, endless trailers, bad chunk sizes, transfer codings never asked
-for, endless bodies... Endless replies stop by themselves after SEND_LIMIT bytes or
+for, endless bodies... So does a CONNECT (the server as a proxy) whose User-Agent is
+NAME[?query]. Endless replies stop by themselves after SEND_LIMIT bytes or
 SEND_SECONDS seconds, or as soon as the client closes the connection. Query parameters:
   pace=S      sleep S seconds between pieces (default 0: as fast as the socket takes them)
   to=PATH     the Location of a redirect case
@@ -320,7 +321,17 @@ def case_many_interim(q):
     yield b"HTTP/1.1 100 Continue\r\n\r\n" * int(q.get("count", "3000")) + status_and(["Content-Length: 2"]) + b"ok"
 
 
+def case_connect_endless_407(q):
+    """An answer to CONNECT (the server as a proxy): a 407 whose body never ends, chunked, or with
+    length=1 a Content-Length of 999999999999."""
+    framing = "Content-Length: 999999999999" if q.get("length") == "1" else "Transfer-Encoding: chunked"
+    yield status_and(['Proxy-Authenticate: Basic realm="hostile"', framing], "HTTP/1.1 407 Proxy Authentication Required")
+    piece = b"p" * PIECE
+    yield from endless(piece if q.get("length") == "1" else chunked(piece))
+
+
 CASES = {
+    "connect-endless-407": case_connect_endless_407,
     "raw": case_raw,
     "long-location": case_long_location,
     "many-lines": case_many_lines,
@@ -404,6 +415,10 @@ def serve_one(conn, head, rest):
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
+    if parts[0] == "CONNECT":
+        # A request through the server as a proxy: the case and its query are the User-Agent
+        # ("connect-endless-407?length=1"; libcurl sends it in a CONNECT, no other header).
+        target = "/case/" + headers.get("user-agent", "")
     url = urllib.parse.urlsplit(target)
     if url.path == "/_/log":
         with log_lock:

@@ -528,6 +528,44 @@ static void test_tls_faults(void) {
     }
 }
 
+/* A second response an HTTPS server sends 0.05 s after its reply, on the HTTP/1.1 connection it
+ * keeps open, is not the reply to the next request of the queue (libcurl 7.88 sent that request on
+ * the connection and took those bytes for its reply: the plain http case is in hostile.c). */
+static void test_tls_late_bytes(void) {
+    /* "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", then the same with 6 bytes, "forged" */
+    char *first = rqt_url(tls_base, "/raw?b64=SFRUUC8xLjEgMjAwIE9LDQpDb250ZW50LUxlbmd0aDogNQ0KDQpoZWxsbw"
+                                    "&late=SFRUUC8xLjEgMjAwIE9LDQpDb250ZW50LUxlbmd0aDogNg0KDQpmb3JnZWQ&id=tls-late");
+    char *next = rqt_url(tls_base, "/bytes?n=4&id=tls-late-next");
+    struct tls_config c = {cert, 0};
+    struct rel_result r[2];
+    memset(r, 0, sizeof r);
+    rq_queue *queue;
+    CHECK_OK(rq_queue_new(RQ_DELIVERY_THREADED, &queue));
+    for (int i = 0; i < 2; i++) {
+        rq_request *request;
+        CHECK_OK(rq_request_new(i == 0 ? first : next, &request));
+        CHECK_OK(rq_request_set_completion(request, rel_result_done, &r[i], NULL));
+        configure_tls(request, &c);
+        CHECK_OK(rq_add(queue, request));
+        CHECK_OK(rq_request_free(request));
+        CHECK_OK(rq_queue_wait_idle(queue, WATCHDOG_SECONDS));
+        if (i == 0)
+            rqt_sleep(1); /* the late bytes reach the idle connection */
+    }
+    CHECK_OK(rq_queue_free(queue));
+    printf("TLS: a reply, then bytes after it on the kept connection: %s (%zu bytes), the next request %s (%zu bytes)\n",
+           rq_outcome_str((int)r[0].outcome), r[0].size, rq_outcome_str((int)r[1].outcome), r[1].size);
+    CHECK(r[0].outcome == RQ_OUTCOME_OK && r[0].size == 5, "the reply: %s (%s), %zu bytes", rq_outcome_str((int)r[0].outcome),
+          r[0].message, r[0].size);
+    CHECK(r[1].outcome == RQ_OUTCOME_OK && r[1].size == 4 && logged(1, "tls-late-next") == 1,
+          "the next request: %s (%s), %zu bytes (\"%.8s\"), the server saw it %d times", rq_outcome_str((int)r[1].outcome),
+          r[1].message, r[1].size, r[1].body ? r[1].body : "", logged(1, "tls-late-next"));
+    free(r[0].body);
+    free(r[1].body);
+    free(first);
+    free(next);
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: %s BASE_URL TLS_BASE_URL CERT_FILE OTHER_CERT_FILE\n", argv[0]);
@@ -539,6 +577,7 @@ int main(int argc, char **argv) {
     other_cert = argv[4];
     test_tls();
     test_tls_faults();
+    test_tls_late_bytes();
     test_scheme_new();
     test_scheme_redirects();
     test_credentials();
