@@ -119,9 +119,6 @@ final class Request: @unchecked Sendable {
     var download = AttemptProgress()
     var uploadReported: Int64 = -1
     var progressAttempt = 0
-    /// The most body bytes reported sent in the current attempt, or -1: a body sent again on a new
-    /// transfer of the attempt (after a challenge) does not take the figure back (engine thread).
-    var uploadReported: Int64 = -1
     /// Metrics: when the request was accepted (Queue.add), and when its first attempt started
     /// (engine thread; 0 until then).
     var acceptedAt = 0.0
