@@ -84,7 +84,10 @@ static inline CURLcode ccurl_easy_setopt_prereq_fn(CURL *h, ccurl_prereq_fn v) {
 /* CURLAUTH_* are macros with casts, which Swift does not import. */
 static const unsigned long ccurl_auth_basic = CURLAUTH_BASIC;
 static const unsigned long ccurl_auth_digest = CURLAUTH_DIGEST;
-static const unsigned long ccurl_auth_any = CURLAUTH_ANY;
+/* A challenge of another scheme is answered with these two only (libcurl takes the one the server
+ * offers): CURLAUTH_ANY would let libcurl answer NTLM (through its winbind helper, NTLM_WB, a
+ * program it runs) or Negotiate (with the host's Kerberos tickets, not the password given). */
+static const unsigned long ccurl_auth_password = CURLAUTH_BASIC | CURLAUTH_DIGEST;
 
 /* CURLMsg's payload is a union; read it in C. */
 static inline CURLcode ccurl_msg_result(const CURLMsg *m) { return m->data.result; }

@@ -378,6 +378,7 @@ final class Request: @unchecked Sendable {
 enum AuthScheme {
     case basic
     case digest
+    /// Neither: Basic or Digest, whichever the server offers besides (`ccurl_auth_password`).
     case any
 }
 

@@ -222,7 +222,7 @@ final class Transfer {
                 let auth = switch credentials.scheme {
                 case .basic: ccurl_auth_basic
                 case .digest: ccurl_auth_digest
-                case .any: ccurl_auth_any
+                case .any: ccurl_auth_password
                 }
                 return (credentials.user, credentials.password, auth)
             }

@@ -32,6 +32,7 @@ id=..., group=...):
                                    without charset: UTF-8, "Content-Type: text/plain"
   /status/CODE?retry_after=V       "status CODE", X-Status header
   /basic-auth/USER/PASS            200 JSON or 401 + WWW-Authenticate
+  /challenge/SCHEME                401 + "WWW-Authenticate: SCHEME", whatever the request sends
   /redirect/N                      302 -> /redirect/N-1 (query kept); /redirect/0 -> "redirected"
   /redirect-to?url=U&status=302    status + Location, empty body
   /echo                            JSON method, path, headers, body (latin-1), body_len
@@ -498,6 +499,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json({"authenticated": True, "user": user})
             else:
                 self.send(401, "unauthorized", headers=[("WWW-Authenticate", 'Basic realm="fixture"')])
+        elif name == "challenge" and len(args) == 1:
+            # Always 401 with "WWW-Authenticate: SCHEME" (NTLM, Negotiate, ...): what a client
+            # answers is in the log (the request's headers).
+            self.send(401, "unauthorized", headers=[("WWW-Authenticate", args[0])])
         elif name == "redirect" and len(args) == 1:
             n = int(args[0])
             if n <= 0:

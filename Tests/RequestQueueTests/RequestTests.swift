@@ -589,6 +589,24 @@ import Testing
         #expect(rec.completion("a")?.status == 401)
     }
 
+    /// A password answers Basic or Digest only: not NTLM (whose helper libcurl may run, NTLM_WB),
+    /// nor Negotiate (Kerberos tickets of the host, not the password, sent to that server).
+    @Test(arguments: ["NTLM", "Negotiate"])
+    func aPasswordIsNotSentWithOtherSchemes(scheme: String) throws {
+        let g = uniqueGroup()
+        let q = try makeQueue()
+        defer { _ = rq_queue_free(q) }
+        let rec = Recorder()
+        rec.onChallenge = { _, challenge, failures in
+            _ = failures == 0 ? rq_auth_use_credential(challenge, "user", "secret") : rq_auth_continue_without(challenge)
+        }
+        _ = addAndRelease(q, try rec.request(fixture.url("/challenge/\(scheme)?group=\(g)"), tag: "a", auth: true))
+        #expect(rq_queue_wait_idle(q, 10) == RQ_OK)
+        #expect(rec.completion("a")?.status == 401)
+        let sent = fixture.log(group: g).entries.compactMap { $0.headers["authorization"] }
+        #expect(sent.allSatisfy { !$0.lowercased().hasPrefix(scheme.lowercased()) }, "\(sent)")
+    }
+
     @Test func challengeCancelCancelsTheRequest() throws {
         let q = try makeQueue()
         defer { _ = rq_queue_free(q) }
