@@ -81,13 +81,17 @@ import itertools
 import os
 import sys
 import threading
-import tracemalloc
 import warnings
 import weakref
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from ._native import ffi, lib
+
+try:  # (what tracemalloc re-exports, without its module, which imports pickle, linecache, ...)
+    from _tracemalloc import get_traceback_limit, is_tracing
+except ImportError:  # (an interpreter without the C module)
+    from tracemalloc import get_traceback_limit, is_tracing
 
 if TYPE_CHECKING:
     from ._queues import _QueueBase
@@ -289,10 +293,10 @@ def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:
     while frame.f_back is not None and frame.f_code.co_filename in _QUEUE_FILES:
         frame = frame.f_back
     site = frame.f_code.co_filename, frame.f_lineno
-    if not tracemalloc.is_tracing():
+    if not is_tracing():
         return site[0], site[1], None
     stack: List[Tuple[str, int]] = []
-    while frame is not None and len(stack) < tracemalloc.get_traceback_limit():
+    while frame is not None and len(stack) < get_traceback_limit():
         stack.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
     return site[0], site[1], tuple(reversed(stack))
