@@ -125,6 +125,7 @@ _release_later = _releases.append
 _release_response_later = _response_releases.append
 # Held by the thread that empties the two deques (never inside the collector: see _drain).
 _drain_lock = threading.Lock()
+_starmap, _repeat = itertools.starmap, itertools.repeat
 # ffi.gc without its Python-level wrapper: _gcp(pointer, _release_later) is a pointer equal to (and
 # hashing as) `pointer` that queues `pointer` in _releases when it is garbage (likewise with
 # _release_response_later for a retained rq_response *); _gcp(that, None) disowns it.
@@ -210,10 +211,9 @@ def _drain() -> None:
     while _releases or _response_releases:
         # (The lock only makes each length below true until the pops: other threads only append.)
         with _drain_lock:
-            take = _response_releases.popleft
-            responses = [take() for _ in range(len(_response_releases))]
-            take = _releases.popleft
-            requests = [take() for _ in range(len(_releases))]
+            # (As many popleft() calls as there are entries, made by starmap's C loop.)
+            responses = list(_starmap(_response_releases.popleft, _repeat((), len(_response_releases))))
+            requests = list(_starmap(_releases.popleft, _repeat((), len(_releases))))
         if responses:
             lib.rq_response_release_many(responses, len(responses))
         if requests:
