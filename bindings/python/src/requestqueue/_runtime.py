@@ -26,8 +26,9 @@ Lifetimes
   one per request), and in that queue's ``_live``, which holds its requests in flight by key.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
-  at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
-  library's. What it lets go of is only appended to ``_releases`` or ``_response_releases``
+  at any allocation, also while this thread holds one of the library's locks, or cffi's (inside
+  ``ffi.new`` of a ``cffi.FFI``, made when the header is parsed at import; the prebuilt ffi of
+  ``_ffi`` has no Python-level lock). What it lets go of is only appended to ``_releases`` or ``_response_releases``
   (``deque.append``, a C function that takes no lock, is the destructor of the ``ffi.gc`` pointers
   below: no Python code runs) and released at the next safe point, ``_drain``, all of a kind in one
   call (``rq_request_free_many``, ``rq_response_release_many``): every entry into the binding that calls the library
