@@ -283,6 +283,7 @@ def test_the_import_loads_only_what_every_program_needs(tmp_path):
     imports asyncio then."""
     code = ("import sys, requestqueue as rq\n"
             "print(sorted(m for m in ('asyncio', 'cffi', 'pycparser', 'json', 'tracemalloc') if m in sys.modules))\n"
+            "assert {'AsyncQueue', 'STREAM_BUFFER_LIMIT'} <= set(dir(rq))\n"
             "from requestqueue import AsyncQueue\n"
             "print(AsyncQueue is rq.AsyncQueue is rq._async_queue.AsyncQueue, rq.STREAM_BUFFER_LIMIT > 0,"
             " 'asyncio' in sys.modules)\n")

@@ -18,7 +18,7 @@ asyncio::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, List, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -109,6 +109,10 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # (found directly from now on)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | {"AsyncQueue", "STREAM_BUFFER_LIMIT"})
 
 
 def library_version() -> str:
