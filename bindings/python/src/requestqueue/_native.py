@@ -77,9 +77,8 @@ def _fail(what: str, tried: Sequence[str], hint: str) -> NoReturn:
     raise LibraryNotFoundError(f"requestqueue: cannot load {what}. Tried:\n{lines}\n{hint}")
 
 
-def _prebuilt_header(prebuilt: Optional[ModuleType]) -> Optional[Header]:
-    if prebuilt is None:
-        return None
+def _prebuilt_header(prebuilt: ModuleType) -> Header:
+    """What parse_header made of the header that `prebuilt` was generated from."""
     return Header(cdef=prebuilt.CDEF, defines=dict(prebuilt.DEFINES), functions=list(prebuilt.FUNCTIONS))
 
 
@@ -98,9 +97,7 @@ def load_header(environ: Mapping[str, str], bundled_dir: Path, library_path: Opt
             tried.append(f"{label}: {path}: {exc.strerror or exc}")
             continue
         if prebuilt is not None and len(data) == prebuilt.HEADER_SIZE and crc32(data) == prebuilt.HEADER_CRC32:
-            header = _prebuilt_header(prebuilt)
-            assert header is not None
-            return path, header, True
+            return path, _prebuilt_header(prebuilt), True
         try:
             header = parse_header(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
         except (HeaderError, UnicodeDecodeError) as exc:
