@@ -3,6 +3,7 @@ the header's, and the library is located as documented, with a clear error other
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -238,6 +239,59 @@ def test_a_header_of_another_major_version_is_refused(tmp_path):
            "REQUESTQUEUE_HEADER": str(tmp_path / "requestqueue.h")}
     with pytest.raises(rq.LibraryNotFoundError, match="same major version"):
         _native.load(environ=env, bundled_dir=tmp_path)
+
+
+def test_the_prebuilt_declarations_are_the_headers():
+    """requestqueue/_ffi.py (cffi's out-of-line module, which the import uses instead of parsing the
+    header) is exactly what bindings/python/gen_ffi.py makes of the checkout's header: it cannot go
+    stale unnoticed. And the import uses it whenever the header it found is that header."""
+    checkout = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("gen_ffi", checkout / "bindings" / "python" / "gen_ffi.py")
+    assert spec is not None and spec.loader is not None
+    gen_ffi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_ffi)
+    header = (checkout / "include" / "requestqueue.h").read_bytes()
+    committed = (Path(rq.__file__).resolve().parent / "_ffi.py").read_text(encoding="utf-8")
+    assert committed == gen_ffi.generate(header), \
+        "requestqueue/_ffi.py is stale: run python3 bindings/python/gen_ffi.py"
+    if Path(rq.HEADER_PATH).read_bytes() == header:
+        assert _native.PREBUILT and rq.ffi is _native._prebuilt.ffi
+
+
+def test_a_header_with_other_declarations_is_parsed(tmp_path):
+    """A header whose declarations are not the prebuilt ones is parsed and given to cffi, as the
+    binding always did; one that differs only outside its declarations (a comment) still uses the
+    prebuilt ones."""
+    (tmp_path / "librequestqueue.so").symlink_to(Path(rq.LIBRARY_PATH).resolve())
+    text = (Path(__file__).resolve().parents[3] / "include" / "requestqueue.h").read_text()
+    (tmp_path / "requestqueue.h").write_text(text + "/* a comment */\n")
+    ffi, lib, _, _, header = _native.load(environ={}, bundled_dir=tmp_path)
+    assert ffi is _native._prebuilt.ffi and header.cdef == _native._prebuilt.CDEF
+    (tmp_path / "requestqueue.h").write_text(text + "#define RQ_TEST_EXTRA 7\n")
+    ffi, lib, _, _, header = _native.load(environ={}, bundled_dir=tmp_path)
+    assert ffi is not _native._prebuilt.ffi and hasattr(ffi, "cdef")  # a cffi.FFI
+    assert lib.RQ_TEST_EXTRA == 7 and header.defines["RQ_TEST_EXTRA"] == 7
+    assert lib.rq_version_number() == header.defines["RQ_VERSION_NUMBER"]
+    # Without the prebuilt module (a _cffi_backend that cannot read it), the same.
+    ffi, lib, _, _, header = _native.load(environ={}, bundled_dir=tmp_path, prebuilt=None)
+    assert hasattr(ffi, "cdef") and lib.RQ_TEST_EXTRA == 7
+
+
+def test_the_import_loads_only_what_every_program_needs(tmp_path):
+    """Importing the package neither parses the header (cffi's Python side, pycparser) nor imports
+    asyncio, json or tracemalloc (about 0.25 s before); requestqueue.AsyncQueue still works, and
+    imports asyncio then."""
+    code = ("import sys, requestqueue as rq\n"
+            "print(sorted(m for m in ('asyncio', 'cffi', 'pycparser', 'json', 'tracemalloc') if m in sys.modules))\n"
+            "assert {'AsyncQueue', 'STREAM_BUFFER_LIMIT'} <= set(dir(rq))\n"
+            "from requestqueue import AsyncQueue\n"
+            "print(AsyncQueue is rq.AsyncQueue is rq._async_queue.AsyncQueue, rq.STREAM_BUFFER_LIMIT > 0,"
+            " 'asyncio' in sys.modules)\n")
+    result = import_in_subprocess({"REQUESTQUEUE_LIBRARY": str(Path(rq.LIBRARY_PATH).resolve())}, tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\nTrue True True\n"
+    with pytest.raises(AttributeError, match="no attribute 'AsyncQueueX'"):
+        rq.AsyncQueueX  # noqa: B018
 
 
 def test_package_is_typed():

@@ -75,7 +75,10 @@ class WatchedLock:
     def __exit__(self, *exc):
         self.release()
 watch_library(WatchedLib)
-native.ffi._lock = WatchedLock(native.ffi._lock)
+# (A cffi.FFI, made when the header is parsed at import, has that Python lock; the prebuilt ffi of
+# requestqueue._ffi, made by _cffi_backend, has none: it parses type names in C.)
+if hasattr(native.ffi, "_lock"):
+    native.ffi._lock = WatchedLock(native.ffi._lock)
 def report():
     gc.collect()
     runtime._drain()

@@ -267,6 +267,43 @@ def test_a_thread_waiting_while_another_closes(server):
     assert len(outcome) == 1 and isinstance(outcome[0], rq.RequestCancelled)
 
 
+def test_adds_racing_a_close_complete_once_or_raise(server, uid):
+    """add(url) takes no lock of the queue (the library orders an add racing with the close): while
+    one thread closes the queue, each add of three other threads either returns a request whose
+    completion then runs exactly once, or raises QueueClosedError; nothing stays registered."""
+    import requestqueue._runtime as runtime
+
+    for attempt in range(3):
+        q = rq.Queue(max_concurrent=4, duplicates="allow")
+        completed: List[rq.Request] = []
+        added: List[rq.Request] = []
+        refused: List[int] = []
+        start = threading.Barrier(4)
+
+        def adder() -> None:
+            start.wait()
+            while True:
+                try:
+                    added.append(q.add(server.url(f"/bytes?n=1&id={uid}"), on_complete=completed.append))
+                except rq.QueueClosedError:
+                    refused.append(1)
+                    return
+
+        threads = [threading.Thread(target=adder) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        while len(added) < 100:  # (adds under way in every thread: the close races with them)
+            time.sleep(0.001)
+        q.close()  # (the completions of the requests still in flight run here)
+        for thread in threads:
+            thread.join()
+        assert len(refused) == 3
+        assert sorted(map(id, completed)) == sorted(map(id, added))  # each exactly once
+        assert all(r.done() for r in added)
+        assert not q._live and all(ref() is not q for ref in list(runtime._contexts.values()))
+
+
 def test_fileno_and_dispatch_for_a_host_event_loop(server):
     done = []
     with rq.Queue() as q:

@@ -9,8 +9,10 @@ drift from the header. Object-like macros whose value is a constant expression a
 integer ones go into the cdef as ``#define NAME value`` (cffi exposes them on the library object) and
 all of them, strings and floats included, are returned in :attr:`Header.defines`.
 
-It needs nothing but the standard library, and runs at import time on the header bundled with the
-package (or found beside the library; see ``_native``). Parsing the header takes about a millisecond.
+It needs nothing but the standard library. It makes ``_ffi`` (``bindings/python/gen_ffi.py``), and
+runs at import time only on a header whose declarations are not ``_ffi``'s (see ``_native``).
+Parsing include/requestqueue.h takes about 13 ms (Python 3.11), cffi's ``cdef`` of the result about
+0.1 s more with its imports.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ The header (``requestqueue.h``), from which the cdef is made, is looked for in t
 package, the ``include/`` folder of the source checkout the package is run from, then ``include/``
 beside the library's folder and its parent, then ``/usr/local/include`` and ``/usr/include``.
 
+The declarations come from ``_ffi``, generated from include/requestqueue.h by
+``bindings/python/gen_ffi.py`` (cffi's out-of-line ABI mode: read by ``_cffi_backend`` without
+parsing C, and without importing cffi's Python side or pycparser), when the header found is that
+one (same size and CRC-32) or has the same declarations. Any other header is parsed here and its
+declarations given to ``cffi.FFI.cdef``, which takes about 0.1 s.
+
 If nothing loads, :class:`~requestqueue.LibraryNotFoundError` (an ``ImportError``) lists every place
 tried and why it failed.
 """
@@ -18,13 +24,18 @@ tried and why it failed.
 from __future__ import annotations
 
 import os
+from binascii import crc32
 from pathlib import Path
+from types import ModuleType
 from typing import Any, List, Mapping, NoReturn, Optional, Sequence, Tuple
-
-from cffi import FFI
 
 from ._errors import RESULT_ERRORS, APIError, LibraryNotFoundError
 from ._header import Header, HeaderError, parse_header
+
+try:
+    from . import _ffi as _prebuilt
+except ImportError:  # a _cffi_backend that does not read this module's format: the header is parsed
+    _prebuilt = None  # type: ignore[assignment]
 
 __all__ = ["ffi", "lib", "LIBRARY_PATH", "HEADER_PATH", "HEADER", "check", "raise_result"]
 
@@ -66,8 +77,14 @@ def _fail(what: str, tried: Sequence[str], hint: str) -> NoReturn:
     raise LibraryNotFoundError(f"requestqueue: cannot load {what}. Tried:\n{lines}\n{hint}")
 
 
-def load_header(environ: Mapping[str, str], bundled_dir: Path,
-                library_path: Optional[str]) -> Tuple[Path, Header]:
+def _prebuilt_header(prebuilt: ModuleType) -> Header:
+    """What parse_header made of the header that `prebuilt` was generated from."""
+    return Header(cdef=prebuilt.CDEF, defines=dict(prebuilt.DEFINES), functions=list(prebuilt.FUNCTIONS))
+
+
+def load_header(environ: Mapping[str, str], bundled_dir: Path, library_path: Optional[str],
+                prebuilt: Optional[ModuleType] = None) -> Tuple[Path, Header, bool]:
+    """(path, header, whether `prebuilt`'s declarations are the header's)."""
     tried: List[str] = []
     seen = set()
     for label, path in header_candidates(environ, bundled_dir, library_path):
@@ -75,20 +92,24 @@ def load_header(environ: Mapping[str, str], bundled_dir: Path,
             continue
         seen.add(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except OSError as exc:
             tried.append(f"{label}: {path}: {exc.strerror or exc}")
             continue
+        if prebuilt is not None and len(data) == prebuilt.HEADER_SIZE and crc32(data) == prebuilt.HEADER_CRC32:
+            return path, _prebuilt_header(prebuilt), True
         try:
-            return path, parse_header(text)
-        except HeaderError as exc:
+            header = parse_header(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
+        except (HeaderError, UnicodeDecodeError) as exc:
             tried.append(f"{label}: {path}: cannot parse it: {exc}")
+            continue
+        return path, header, prebuilt is not None and header.cdef == prebuilt.CDEF
     _fail("the C header requestqueue.h", tried,
           "Set REQUESTQUEUE_HEADER to the path of requestqueue.h, or reinstall the package "
           "(pip install ./bindings/python bundles the header with the library).")
 
 
-def load_library(ffi_: FFI, environ: Mapping[str, str], bundled_dir: Path) -> Tuple[str, Any]:
+def load_library(ffi_: Any, environ: Mapping[str, str], bundled_dir: Path) -> Tuple[str, Any]:
     tried: List[str] = []
     for label, path in library_candidates(environ, bundled_dir):
         if label == "bundled" and not os.path.exists(path):
@@ -105,16 +126,27 @@ def load_library(ffi_: FFI, environ: Mapping[str, str], bundled_dir: Path) -> Tu
           "'pip install ./bindings/python' from a source checkout, which builds and bundles it.")
 
 
-def load(environ: Mapping[str, str] = os.environ,
-         bundled_dir: Path = BUNDLED_DIR) -> Tuple[FFI, Any, str, Path, Header]:
-    """Finds the library and its header; returns (ffi, lib, library path, header path, header)."""
+def _new_ffi() -> Any:
+    from cffi import FFI  # (cffi's Python side and pycparser: imported only when a header is parsed)
+
+    return FFI()
+
+
+def load(environ: Mapping[str, str] = os.environ, bundled_dir: Path = BUNDLED_DIR,
+         prebuilt: Optional[ModuleType] = _prebuilt) -> Tuple[Any, Any, str, Path, Header]:
+    """Finds the library and its header; returns (ffi, lib, library path, header path, header).
+    The ffi is `prebuilt`'s when its declarations are the header's, else a ``cffi.FFI`` made from
+    the header."""
     # The library is located first, so that a header installed beside it can be found.
-    probe = FFI()
-    library_path, _ = load_library(probe, environ, bundled_dir)
-    header_path, header = load_header(environ, bundled_dir, library_path)
-    ffi_ = FFI()
-    ffi_.cdef(header.cdef)
-    lib_ = ffi_.dlopen(library_path)
+    probe = prebuilt.ffi if prebuilt is not None else _new_ffi()
+    library_path, library = load_library(probe, environ, bundled_dir)
+    header_path, header, use_prebuilt = load_header(environ, bundled_dir, library_path, prebuilt)
+    if use_prebuilt:
+        ffi_, lib_ = probe, library  # (loaded with the prebuilt declarations already)
+    else:
+        ffi_ = _new_ffi()
+        ffi_.cdef(header.cdef)
+        lib_ = ffi_.dlopen(library_path)
     loaded = int(lib_.rq_version_number())
     major, minor = int(header.defines["RQ_VERSION_MAJOR"]), int(header.defines["RQ_VERSION_MINOR"])
     if loaded // 10000 != major or (loaded // 100) % 100 < minor:
@@ -142,12 +174,12 @@ SUMMARY_COMPLETION = "void(*)(void *, rq_request *, rq_response *, int, int, int
 ADDED_COMPLETION = "void(*)(intptr_t, intptr_t, rq_response *, int, int, int, const char *, size_t)"
 
 
-def _resolved(ffi_: FFI, library: Any) -> Any:
+def _resolved(ffi_: Any, library: Any) -> Any:
     functions = _Functions()
     for name in dir(library):
         try:
             setattr(functions, name, getattr(library, name))
-        except AttributeError:  # declared by the header, absent from the library: fails when used
+        except (AttributeError, ffi_.error):  # declared by the header, absent from the library: fails when used
             pass
     # rq_add_url_with_summary called with its context as an integer (a counter's value, see
     # Queue.add), and given a completion that receives it as one: a pointer-sized integer is
@@ -166,6 +198,8 @@ def _resolved(ffi_: FFI, library: Any) -> Any:
 
 
 ffi, _library, LIBRARY_PATH, HEADER_PATH, HEADER = load()
+#: Whether the declarations are _ffi's (else the header was parsed, and given to cffi.FFI.cdef).
+PREBUILT: bool = _prebuilt is not None and ffi is _prebuilt.ffi
 lib = _resolved(ffi, _library)
 
 # The results the binding tells apart before check() (from the header: its enums are in the cdef).

@@ -354,31 +354,36 @@ class _QueueBase:
             except IndexError:
                 out = _newp(_REQUEST_OUT)
             context = next(_context_values)
-            with self._lock:
-                if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
-                    _request_outs.append(out)
-                    Request(url)
-                    raise self._closed_error("add")
-                # Known before the call: its completion may run on another thread before it returns.
-                req._queue = self
-                req._key = context
-                live = self._live
-                live[context] = req
-                _contexts[context] = self._self_ref
-                code = lib.rq_add_url_with_summary(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
-                if code != 0:
-                    req._queue = None
-                    del live[context]
-                    del _contexts[context]
-                    _request_outs.append(out)
-                    if code in _URL_ERRORS:
-                        raise_result(code, f"invalid URL {url!r}")
-                    self._check(code, f"add {req!r}")
-                # Released after the request is collected (see Request._begin).
-                req._handle = _gcp(out[0], _release_later)
+            # No lock (the general path below takes one; a `with` costs about 1k instructions): the
+            # library resolves an add racing with a close (rq_queue_free) on another thread as if
+            # one ran first, accepting the request (the close then delivers its completion, found by
+            # the registrations made before the call) or refusing it (RQ_ERR_INVALID_HANDLE:
+            # QueueClosedError from _check); each registration is one atomic dict operation, and a
+            # completion takes no lock either.
+            if self._closed:  # (closed by another thread meanwhile: the URL is checked first)
                 _request_outs.append(out)
-                if asynchronous and len(live) == 1:
-                    self._became_busy()
+                Request(url)
+                raise self._closed_error("add")
+            # Known before the call: its completion may run on another thread before it returns.
+            req._queue = self
+            req._key = context
+            live = self._live
+            live[context] = req
+            _contexts[context] = self._self_ref
+            code = lib.rq_add_url_with_summary(self._ptr, encoded, _added_completion_cb, context, _NULL, out)
+            if code != 0:
+                req._queue = None
+                del live[context]
+                del _contexts[context]
+                _request_outs.append(out)
+                if code in _URL_ERRORS:
+                    raise_result(code, f"invalid URL {url!r}")
+                self._check(code, f"add {req!r}")
+            # Released after the request is collected (see Request._begin).
+            req._handle = _gcp(out[0], _release_later)
+            _request_outs.append(out)
+            if asynchronous and len(live) == 1:
+                self._became_busy()
             return req
         if isinstance(request, Request):
             if kwargs:

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import json as _json
 import threading
 from operator import attrgetter as _attrgetter
 from typing import (
@@ -61,6 +59,8 @@ from ._runtime import _drain, _gcp, _release_later, _releases, _response_release
 from ._types import HeadersInput, Outcome, Priority, Progress, Response, State
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._async_queue import AsyncQueue
     from ._queues import Queue, _QueueBase
 
@@ -285,6 +285,8 @@ class Request:
             raise TypeError("give one of body, json and data/files, not several")
         content_type = None
         if json is not None:
+            import json as _json  # (imported when used: most programs never send JSON)
+
             body = _json.dumps(json).encode("utf-8")
             content_type = "application/json"
         elif data is not None or files is not None:
@@ -628,6 +630,8 @@ class Request:
         queue._run_until(lambda: self._head is not previous or self._settled, timeout, "wait_head")
 
     async def _wait_head_async(self, queue: "AsyncQueue", previous: Optional[Response]) -> None:
+        import asyncio  # (here, not at the top: a program that never uses asyncio does not import it)
+
         while self._head is previous and not self._settled:
             loop = asyncio.get_running_loop()
             if loop is not queue._loop:
@@ -691,6 +695,8 @@ class Request:
                 self.cancel()  # the reader went away: stop the transfer
 
     async def _iter_async(self, queue: "AsyncQueue") -> AsyncIterator[bytes]:
+        import asyncio  # (here, not at the top: a program that never uses asyncio does not import it)
+
         finished = False
         self._iterating += 1
         try:
@@ -758,6 +764,8 @@ class Request:
         return self._wait_async().__await__()
 
     async def _wait_async(self) -> Response:
+        import asyncio  # (here, not at the top: a program that never uses asyncio does not import it)
+
         queue = self._queue
         if queue is None:
             raise InvalidStateError(f"{self!r} was never added to a queue")

@@ -26,8 +26,9 @@ Lifetimes
   one per request), and in that queue's ``_live``, which holds its requests in flight by key.
 * Nothing that can run inside the garbage collector (finalizers, weakref callbacks, the
   destructors of ``ffi.gc`` pointers) calls the library, cffi or takes a lock: the collector can run
-  at any allocation, also while this thread holds cffi's lock (inside ``ffi.new``) or one of the
-  library's. What it lets go of is only appended to ``_releases`` or ``_response_releases``
+  at any allocation, also while this thread holds one of the library's locks, or cffi's (inside
+  ``ffi.new`` of a ``cffi.FFI``, made when the header is parsed at import; the prebuilt ffi of
+  ``_ffi`` has no Python-level lock). What it lets go of is only appended to ``_releases`` or ``_response_releases``
   (``deque.append``, a C function that takes no lock, is the destructor of the ``ffi.gc`` pointers
   below: no Python code runs) and released at the next safe point, ``_drain``, all of a kind in one
   call (``rq_request_free_many``, ``rq_response_release_many``): every entry into the binding that calls the library
@@ -81,13 +82,17 @@ import itertools
 import os
 import sys
 import threading
-import tracemalloc
 import warnings
 import weakref
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from ._native import ffi, lib
+
+try:  # (what tracemalloc re-exports, without its module, which imports pickle, linecache, ...)
+    from _tracemalloc import get_traceback_limit, is_tracing
+except ImportError:  # (an interpreter without the C module)
+    from tracemalloc import get_traceback_limit, is_tracing
 
 if TYPE_CHECKING:
     from ._queues import _QueueBase
@@ -121,6 +126,7 @@ _release_later = _releases.append
 _release_response_later = _response_releases.append
 # Held by the thread that empties the two deques (never inside the collector: see _drain).
 _drain_lock = threading.Lock()
+_starmap, _repeat = itertools.starmap, itertools.repeat
 # ffi.gc without its Python-level wrapper: _gcp(pointer, _release_later) is a pointer equal to (and
 # hashing as) `pointer` that queues `pointer` in _releases when it is garbage (likewise with
 # _release_response_later for a retained rq_response *); _gcp(that, None) disowns it.
@@ -206,10 +212,9 @@ def _drain() -> None:
     while _releases or _response_releases:
         # (The lock only makes each length below true until the pops: other threads only append.)
         with _drain_lock:
-            take = _response_releases.popleft
-            responses = [take() for _ in range(len(_response_releases))]
-            take = _releases.popleft
-            requests = [take() for _ in range(len(_releases))]
+            # (As many popleft() calls as there are entries, made by starmap's C loop.)
+            responses = list(_starmap(_response_releases.popleft, _repeat((), len(_response_releases))))
+            requests = list(_starmap(_releases.popleft, _repeat((), len(_releases))))
         if responses:
             lib.rq_response_release_many(responses, len(responses))
         if requests:
@@ -289,10 +294,10 @@ def _creation_site() -> Tuple[str, int, Optional[Tuple[Tuple[str, int], ...]]]:
     while frame.f_back is not None and frame.f_code.co_filename in _QUEUE_FILES:
         frame = frame.f_back
     site = frame.f_code.co_filename, frame.f_lineno
-    if not tracemalloc.is_tracing():
+    if not is_tracing():
         return site[0], site[1], None
     stack: List[Tuple[str, int]] = []
-    while frame is not None and len(stack) < tracemalloc.get_traceback_limit():
+    while frame is not None and len(stack) < get_traceback_limit():
         stack.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
     return site[0], site[1], tuple(reversed(stack))

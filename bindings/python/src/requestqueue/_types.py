@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import json as _json
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -257,6 +256,8 @@ class Response:
 
     def json(self, **kwargs: Any) -> Any:
         """The body parsed as JSON."""
+        import json as _json  # (imported when used)
+
         return _json.loads(self.body, **kwargs)
 
     @property
