@@ -589,9 +589,10 @@ import Testing
         #expect(rec.completion("a")?.status == 401)
     }
 
-    /// A password answers Basic or Digest only: not NTLM (whose helper libcurl may run, NTLM_WB),
-    /// nor Negotiate (Kerberos tickets of the host, not the password, sent to that server).
-    @Test(arguments: ["NTLM", "Negotiate"])
+    /// A password answers Basic or Digest only: not NTLM (whose helper libcurl may run, NTLM_WB).
+    /// (Negotiate, which would send the host's Kerberos tickets, is left out by the same setting;
+    /// without tickets on the machine libcurl sends none whatever the setting, so no case here.)
+    @Test(arguments: ["NTLM"])
     func aPasswordIsNotSentWithOtherSchemes(scheme: String) throws {
         let g = uniqueGroup()
         let q = try makeQueue()
