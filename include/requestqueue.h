@@ -86,8 +86,10 @@
  *   return RQ_ERR_WOULD_DEADLOCK instead (see `rq_queue_free`, `rq_queue_wait_idle`,
  *   `rq_queue_dispatch`).
  * - Each queue runs its transfers on an internal thread of its own, its engine thread (named
- *   "rq-engine"; a delivery thread is named "rq-delivery"). How callbacks are delivered is chosen
- *   per queue when it is created:
+ *   "rq-engine"; a delivery thread is named "rq-delivery"). While a queue exists, one more thread
+ *   for the process, "rq-watch", looks four times a second at the engines that have transfers
+ *   running (and sleeps while none has): see HTTP/2 in "What a server sends". How callbacks are
+ *   delivered is chosen per queue when it is created:
  *     RQ_DELIVERY_THREADED: callbacks run on the queue's delivery thread (one per queue, started
  *       by `rq_queue_new`): one callback at a time, in the order they were produced.
  *     RQ_DELIVERY_DISPATCH: callbacks wait until the host calls `rq_queue_dispatch` (or
@@ -291,15 +293,21 @@
  *   (the connection is closed), with the outcome of its status and the message saying the body
  *   was cut.
  * - HTTP/2 (used over TLS when the server offers it, by default: RQ_OPTION_HTTP_VERSION) with
- *   libcurl 7.88 (Debian 12's), two limits the library cannot add: a server that keeps sending
- *   frames that carry nothing for the stream (empty DATA frames, PRIORITY, WINDOW_UPDATE, frames of
- *   unknown types) holds the queue's engine thread, and with it every transfer of the queue and
- *   the time limits, for as long as it goes on (libcurl reads the connection until a frame brings
- *   data for the stream, without returning); and a response without Content-Length that the
- *   server cuts with an error in the HTTP/2 framing (a malformed frame, a frame on a stream it
- *   must not use) is delivered as complete, RQ_OUTCOME_OK (libcurl takes the end of the session
- *   for the end of the stream; a connection closed or reset inside it is detected). For servers
- *   you do not trust, set RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1.
+ *   libcurl 7.88 (Debian 12's): a server that keeps sending frames that carry nothing for the
+ *   stream (empty DATA frames, PRIORITY, frames of unknown types) makes libcurl read the
+ *   connection without returning until a frame brings data for the stream, which holds the
+ *   queue's engine thread, and with it every transfer of the queue and the time limits. The
+ *   library's "rq-watch" thread ends such a hold: when one turn of an engine has gone on for a
+ *   second (1 to 1.5 s) with nothing taken from any response, the TCP connections it read 64 KiB
+ *   or more from in its last half second are reset, and their requests end with
+ *   RQ_OUTCOME_BAD_RESPONSE, whose message says the engine was held (not retried by the default
+ *   retry outcomes). Over a Unix socket (RQ_OPTION_UNIX_SOCKET) the watch cannot tell the
+ *   connection, and such a hold lasts as long as the server goes on. One limit remains, which the
+ *   library cannot add: a response without Content-Length that the server cuts with an error in
+ *   the HTTP/2 framing (a malformed frame, a frame on a stream it must not use) is delivered as
+ *   complete, RQ_OUTCOME_OK (libcurl takes the end of the session for the end of the stream; a
+ *   connection closed or reset inside it is detected). For servers you do not trust, set
+ *   RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <malloc.h> /* malloc_usable_size */
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 
 extern char **environ;
 
@@ -79,6 +81,42 @@ static inline void ccurl_spin_pause(void) {
     __builtin_ia32_pause();
 #elif defined(__aarch64__) || defined(__arm__)
     __asm__ __volatile__("yield");
+/* Bytes the program has read from the TCP socket `fd` so far: those received (struct tcp_info's
+ * tcpi_bytes_received, Linux 4.1 and later, see `ccurl_tcp_bytes`) less those waiting to be read
+ * (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */
+static inline long long ccurl_tcp_bytes_read(int fd) {
+    enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
+    unsigned long long buffer[32];
+    socklen_t length = sizeof buffer;
+    unsigned long long got;
+    int waiting = 0;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8 ||
+        ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0)
+        return -1;
+    memcpy(&got, (const char *)buffer + received, 8);
+    if (got > 0x7fffffffffffffffULL)
+        got = 0x7fffffffffffffffULL;
+    return (long long)got > waiting ? (long long)got - waiting : 0;
+}
+
+/* What the descriptor `fd` stands for (its inode number, unique among the open sockets), to tell
+ * a socket from a later one given the same number; 0 when unknown. */
+static inline unsigned long long ccurl_file_identity(int fd) {
+    struct stat status;
+    return fd >= 0 && fstat(fd, &status) == 0 ? (unsigned long long)status.st_ino : 0;
+}
+
+/* Resets the TCP connection of socket `fd` at once and keeps the descriptor: a connect() to
+ * AF_UNSPEC disconnects it (the kernel sends a reset and drops what waits to be read). What
+ * reads the descriptor then gets an error (ECONNRESET, then ENOTCONN), a poll sees it ready, and
+ * the close of its owner closes it as before. 0 when done. */
+static inline int ccurl_tcp_reset(int fd) {
+    struct sockaddr unspecified;
+    memset(&unspecified, 0, sizeof unspecified);
+    unspecified.sa_family = AF_UNSPEC;
+    return connect(fd, &unspecified, sizeof unspecified);
+}
+
 #endif
 }
 
@@ -125,5 +163,41 @@ static inline int ccurl_socket_has_input(int fd) {
 
 /* Shuts the sending side of socket `fd`: what is written on it from then on fails (EPIPE). */
 static inline void ccurl_shutdown_write(int fd) { (void)shutdown(fd, SHUT_WR); }
+
+/* Bytes the program has read from the TCP socket `fd` so far: those received (struct tcp_info's
+ * tcpi_bytes_received, Linux 4.1 and later, see `ccurl_tcp_bytes`) less those waiting to be read
+ * (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */
+static inline long long ccurl_tcp_bytes_read(int fd) {
+    enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
+    unsigned long long buffer[32];
+    socklen_t length = sizeof buffer;
+    unsigned long long got;
+    int waiting = 0;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8 ||
+        ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0)
+        return -1;
+    memcpy(&got, (const char *)buffer + received, 8);
+    if (got > 0x7fffffffffffffffULL)
+        got = 0x7fffffffffffffffULL;
+    return (long long)got > waiting ? (long long)got - waiting : 0;
+}
+
+/* What the descriptor `fd` stands for (its inode number, unique among the open sockets), to tell
+ * a socket from a later one given the same number; 0 when unknown. */
+static inline unsigned long long ccurl_file_identity(int fd) {
+    struct stat status;
+    return fd >= 0 && fstat(fd, &status) == 0 ? (unsigned long long)status.st_ino : 0;
+}
+
+/* Resets the TCP connection of socket `fd` at once and keeps the descriptor: a connect() to
+ * AF_UNSPEC disconnects it (the kernel sends a reset and drops what waits to be read). What
+ * reads the descriptor then gets an error (ECONNRESET, then ENOTCONN), a poll sees it ready, and
+ * the close of its owner closes it as before. 0 when done. */
+static inline int ccurl_tcp_reset(int fd) {
+    struct sockaddr unspecified;
+    memset(&unspecified, 0, sizeof unspecified);
+    unspecified.sa_family = AF_UNSPEC;
+    return connect(fd, &unspecified, sizeof unspecified);
+}
 
 #endif

@@ -108,6 +108,26 @@ final class Engine: @unchecked Sendable {
     /// The calls of `curl_multi_perform` so far (wrapping): a transfer counts the calls libcurl
     /// makes to it within one (`Transfer.progress`).
     private(set) var performs = 0
+    // What the perform watch (PerformWatch.swift) reads and does.
+    /// The number of the `curl_multi_perform` under way (`performs`), 0 between them.
+    let performUnderWay = Atomic<Int>(0)
+    /// Counts the callbacks from libcurl that took something from a response (a header line, body
+    /// bytes): an engine held inside a perform runs none. Written by the engine thread only.
+    let callbacksRun = Atomic<Int>(0)
+    /// The TCP sockets of the engine's connections (descriptor and identity) as the watch sees
+    /// them, and the connections it reset that the engine has not yet seen: under `watchLock`. A
+    /// socket leaves the table before libcurl closes it (`socketClosed`), so that the watch never
+    /// resets a descriptor that no longer is one of this engine's.
+    @inline(__always)
+    func noteCallback() { callbacksRun.store(callbacksRun.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
+    private let watchLock = Lock()
+    private var watchedSockets: [Int32: UInt64] = [:]
+    private var resetConnections: [Int32: (bytes: Int64, seconds: Double)] = [:]
+    private let connectionsReset = Atomic<Bool>(false)
+    /// The watch's last look at this engine (its thread only, under its lock).
+    var look = PerformWatch.Look()
+    /// `PerformWatch.shared`, read once (a static's every read checks its lazy initialization).
+    private let watch = PerformWatch.shared
     /// Transfers that started filling a chunk of a streamed body this turn (`filling`).
     private var fillingChunks: [Transfer] = []
     /// When `chunkPool` frees its buffers, unless a streamed body starts before (`chunkPoolUnused`).
@@ -141,6 +161,7 @@ final class Engine: @unchecked Sendable {
             return nil
         }
         self.thread = thread
+        watch.register(self)
     }
 
     /// Hands a command to the engine thread. Wakes it only when it is about to block or blocked
@@ -242,6 +263,7 @@ final class Engine: @unchecked Sendable {
     func shutdown() {
         send(.shutdown)
         pthread_join(thread, nil)
+        watch.unregister(self)
         queue.transport.close() // the queue's defaults handle goes with it
     }
 
@@ -290,7 +312,10 @@ final class Engine: @unchecked Sendable {
             }
             let startedBeforePerform = startedThisTurn
             performs &+= 1
+            performUnderWay.store(performs, ordering: .relaxed)
             curl_multi_perform(multi, &stillRunning)
+            performUnderWay.store(0, ordering: .relaxed)
+            if connectionsReset.load(ordering: .relaxed) { noteResetConnections() }
             postFilledChunks()
             readFinished()
             // Inline delivery: the callbacks run every turn, as libcurl multi's users run theirs
@@ -405,6 +430,7 @@ final class Engine: @unchecked Sendable {
         // socket or the semaphore: it only ends a later wait early, and the engine then finds
         // nothing new.
         wakeState.store(Engine.awake, ordering: .sequentiallyConsistent)
+        if idle { watch.engineWoke() }
     }
 
     /// A start sent through the inbox: the request may have been cancelled since.
@@ -583,6 +609,8 @@ final class Engine: @unchecked Sendable {
         if let old = sockets.updateValue(fd, forKey: key), old != fd { socketKeys[old] = nil }
         if let old = socketKeys.updateValue(key, forKey: fd), old != key { sockets[old] = nil }
         lastSocket = (key, fd)
+        let identity = ccurl_file_identity(fd)
+        watchLock.withLock { watchedSockets[fd] = identity }
     }
 
     /// The socket of the connection with this key, or -1. (An attempt on a kept connection, the
@@ -595,9 +623,53 @@ final class Engine: @unchecked Sendable {
     }
 
     func socketClosed(_ fd: Int32) {
+        watchLock.withLock { _ = watchedSockets.removeValue(forKey: fd) }
         if let key = socketKeys.removeValue(forKey: fd) { sockets[key] = nil }
         if lastSocket?.fd == fd { lastSocket = nil }
         if !http1Sockets.isEmpty { http1Sockets.remove(fd) }
+    }
+
+    /// The watch's thread: bytes read so far from each TCP socket of the engine's connections.
+    func sampleSockets() -> [Int32: (identity: UInt64, read: Int64)] {
+        watchLock.withLock {
+            var sample: [Int32: (identity: UInt64, read: Int64)] = [:]
+            for (fd, identity) in watchedSockets {
+                let read = ccurl_tcp_bytes_read(fd)
+                if read >= 0 { sample[fd] = (identity, Int64(read)) }
+            }
+            return sample
+        }
+    }
+
+    /// The watch's thread, the engine held inside one perform for `seconds`: resets the
+    /// connections read from since `before` (see PerformWatch).
+    func resetSocketsRead(since before: [Int32: (identity: UInt64, read: Int64)], heldFor seconds: Double) {
+        watchLock.withLock {
+            for (fd, identity) in watchedSockets {
+                guard let earlier = before[fd], earlier.identity == identity else { continue }
+                let read = Int64(ccurl_tcp_bytes_read(fd))
+                guard read - earlier.read >= PerformWatch.heldBytes, ccurl_tcp_reset(fd) == 0 else { continue }
+                resetConnections[fd] = (read - earlier.read, seconds)
+                connectionsReset.store(true, ordering: .relaxed)
+            }
+        }
+    }
+
+    /// After a perform in which the watch reset connections: their transfers end as held
+    /// (`Transfer.heldEngine`) when libcurl reports them failed.
+    private func noteResetConnections() {
+        let reset: [Int32: (bytes: Int64, seconds: Double)] = watchLock.withLock {
+            connectionsReset.store(false, ordering: .relaxed)
+            defer { resetConnections.removeAll() }
+            return resetConnections
+        }
+        for transfer in running {
+            guard let (bytes, seconds) = reset[transfer.socket] else { continue }
+            let held = (seconds * 10).rounded() / 10
+            transfer.heldEngine = "the server kept libcurl reading the connection for \(held) s with nothing for "
+                + "the request (\(bytes) bytes in the last \(PerformWatch.sampleSpan) s: HTTP/2 frames that carry nothing "
+                + "for the stream, say), which held every transfer of the queue; the library reset the connection"
+        }
     }
 
     /// The sockets of direct https connections on which an HTTP/1.x response came (ALPN chose

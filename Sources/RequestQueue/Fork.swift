@@ -74,4 +74,5 @@ extension ForkGuard {
     static let rankProcessQueue = 0
     static let rankStripes = 1
     static let rankHandles = 2
+    static let rankPerformWatch = 3
 }

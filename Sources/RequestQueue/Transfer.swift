@@ -66,7 +66,7 @@ final class Transfer {
     private var counted: (curl: Int64, upload: Int64, tcp: Int64) = (0, 0, -1)
     /// The TCP socket of the attempt's connection (-1: unknown), and the socket libcurl opened for
     /// it, if it opened one (learnt before connecting, confirmed once connected: see `connected`).
-    private var socket: Int32 = -1
+    private(set) var socket: Int32 = -1
     private var openedSocket: Int32 = -1
     /// Whether the headers of the response being received are not complete yet.
     private var awaitingHeaders = true
@@ -140,6 +140,10 @@ final class Transfer {
     /// asked for, a Content-Range that does not continue the file. The attempt ends with
     /// RQ_OUTCOME_BAD_RESPONSE and this message.
     private var protocolError: String?
+    /// Set by the engine when the perform watch reset the attempt's connection, which held the
+    /// engine (`Engine.noteResetConnections`): a failure then ends the attempt with
+    /// RQ_OUTCOME_BAD_RESPONSE and this message.
+    var heldEngine: String?
     /// The header budget of this transfer: the headers and trailers of all its responses
     /// (redirects, informational ones, the final one).
     private var headerBudget = HeaderBudget()
@@ -321,6 +325,7 @@ final class Transfer {
         // (Tested first: assigning nil to a nil String still calls the runtime's release.)
         if fileError != nil { fileError = nil }
         if protocolError != nil { protocolError = nil }
+        if heldEngine != nil { heldEngine = nil }
         headerBudget = HeaderBudget()
         errorBodyCut = false
         // Progress counts over the responses of one attempt; an answered authentication
@@ -385,13 +390,17 @@ final class Transfer {
         ccurl_easy_http_only(easy)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_WRITEFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
-            return Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef { $0.bodyData(data, size * count) }
+            return Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
+                $0.engine.noteCallback()
+                return $0.bodyData(data, size * count)
+            }
         })
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me)
         _ = ccurl_easy_setopt_data_fn(easy, CURLOPT_HEADERFUNCTION, { data, size, count, me in
             guard let me, let data else { return 0 }
             let accepted = Unmanaged<Transfer>.fromOpaque(me)._withUnsafeGuaranteedRef {
-                $0.headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
+                $0.engine.noteCallback()
+                return $0.headerLine(UnsafeRawBufferPointer(start: data, count: size * count))
             }
             return accepted ? size * count : 0
         })
@@ -1179,6 +1188,9 @@ final class Transfer {
         if let protocolError {
             outcome = .badResponse
             message = protocolError
+        } else if let heldEngine, code != CURLE_OK {
+            outcome = .badResponse
+            message = heldEngine
         } else if seeOtherKept {
             outcome = .ok
             message = ""

@@ -12,7 +12,8 @@
  * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
  * authentication challenges. Later parts: bytes a server sends on a kept connection after its
  * reply (late-bytes), header and trailer lines that start like a status line (status-like-lines),
- * a proxy's endless answer to CONNECT (proxy-answers). RQ_HOSTILE_ONLY=part,part runs only those
+ * a proxy's endless answer to CONNECT (proxy-answers), HTTP/2 frames that hold the engine
+ * (held-engine). RQ_HOSTILE_ONLY=part,part runs only those
  * parts, RQ_HOSTILE_SKIP=part,part all but those; each part prints its seconds.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
@@ -1443,6 +1444,48 @@ static void proxy_answers(rq_queue *queue) {
     }
 }
 
+static void with_h2c(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_option_int(request, RQ_OPTION_HTTP_VERSION, RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    CHECK_OK(rq_request_set_timeout(request, 60));
+}
+
+static int on_body_slowly(void *context, rq_request *request, const uint8_t *data, size_t size, uint64_t offset) {
+    rqt_sleep(0.02);
+    return on_body(context, request, data, size, offset);
+}
+
+static void streamed_slowly(rq_request *request, outcome_t *o, void *arg) {
+    (void)o, (void)arg;
+    CHECK_OK(rq_request_set_body_callback(request, on_body_slowly));
+}
+
+/* A server that keeps sending HTTP/2 frames that carry nothing for the stream (cleartext, prior
+ * knowledge; empty DATA and PRIORITY frames): libcurl 7.88 reads them without returning, which
+ * held the engine thread, every transfer of the queue and their time limits, as long as the server
+ * went on (here 20 s, then a body "ok": RQ_OUTCOME_OK). The perform watch resets the connection
+ * after about a second: RQ_OUTCOME_BAD_RESPONSE, and the server saw its flood ended by the client.
+ * In every delivery mode. Then a slow streaming callback (inline: inside libcurl's write callback,
+ * which reads on while data waits) keeps one perform going for seconds: not a held engine, the
+ * body comes whole. */
+static void held_engine(rq_queue *queues[3]) {
+    for (int i = 0; i < 3; i++) {
+        outcome_t o;
+        run(queues[i], "/h2c-flood", with_h2c, NULL, &o);
+        CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "reset the connection"),
+              "HTTP/2 flood, delivery %d: outcome %s (%s), expected a bad response", i, rq_outcome_str((int)o.outcome),
+              o.message);
+        int ended = server_saw("h2c-flood\", \"ended\": \"client");
+        CHECK(ended == i + 1, "HTTP/2 flood, delivery %d: the server saw %d of %d floods ended by the client", i, ended,
+              i + 1);
+    }
+    outcome_t o;
+    run(queues[2], "/case/body?size=2097152", streamed_slowly, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && atomic_load(&o.streamed) == 2097152,
+          "slow inline streaming: outcome %s (%s), %lld bytes streamed", rq_outcome_str((int)o.outcome), o.message,
+          (long long)atomic_load(&o.streamed));
+}
+
 /* rq_request_start (the hidden queue): a close inside the headers, a bomb streamed, a silent
  * server; exactly one completion each (waited for with a watchdog: there is no queue to wait on). */
 static void standalone(void) {
@@ -1648,6 +1691,7 @@ int main(int argc, char **argv) {
     PART("header-edges", header_edges(queue));
     PART("status-like-lines", status_like_lines(queue, tmp));
     PART("proxy-answers", proxy_answers(queue));
+    PART("held-engine", held_engine(queues));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));

@@ -23,6 +23,11 @@ before its next request); rst=1 ends it with a reset (SO_LINGER 0) instead of a 
 close_after=S waits S seconds before the close (or reset), reading nothing.
 /case/ce-bomb?coding=C&size=N sends N zero bytes (default 128 MiB) compressed with C (gzip,
 deflate, br, zstd; br and zstd through the brotli and zstd commands) as Content-Encoding C.
+/case/body?size=N sends a 200 with a body of N bytes ("b"), Content-Length N.
+A cleartext HTTP/2 connection (prior knowledge: the client's preface instead of a request) gets
+the HEADERS of a 200 on stream 1, then frames that carry nothing for the stream (empty DATA,
+PRIORITY) for H2_FLOOD_SECONDS or until the client closes or resets the connection, then a DATA
+frame "ok" ending the stream; the log gets {"path": "h2c-flood", "ended": "client" or "time"}.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
@@ -43,6 +48,7 @@ import zlib
 SEND_LIMIT = 1 << 30      # bytes an endless case sends at most
 SEND_SECONDS = 60.0       # and for at most this long
 PIECE = 64 * 1024
+H2_FLOOD_SECONDS = 20.0
 
 log_lock = threading.Lock()
 log = []
@@ -173,6 +179,14 @@ def case_redirect_body(q):
     body = b"r" * int(q.get("size", "227"))
     yield status_and([f"Location: {q.get('to', '/case/status?code=200')}", f"Content-Length: {len(body)}"],
                      "HTTP/1.1 302 Found") + body
+
+
+def case_body(q):
+    size = int(q.get("size", "0"))
+    yield status_and([f"Content-Length: {size}"])
+    while size > 0:
+        yield b"b" * min(size, PIECE)
+        size -= PIECE
 
 
 def case_empty(q):
@@ -357,6 +371,7 @@ CASES = {
     "challenge": case_challenge,
     "ce-bomb": case_ce_bomb,
     "set-cookies": case_set_cookies,
+    "body": case_body,
     "loop": case_loop,
     "silent": case_silent,
     "upload-reset": case_upload_reset,
@@ -381,6 +396,34 @@ def reset(conn):
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def serve_h2c_flood(conn):
+    """See the module's doc: cleartext HTTP/2 frames that carry nothing for the stream."""
+    nothing = (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000
+    started, ended = time.monotonic(), "time"
+    try:
+        # SETTINGS, an acknowledgement of the client's, the response's HEADERS (":status: 200",
+        # HPACK's static entry 8), the flood, and the end of the stream.
+        conn.sendall(h2_frame(4, 0, 0) + h2_frame(4, 1, 0) + h2_frame(1, 4, 1, b"\x88"))
+        while time.monotonic() - started < H2_FLOOD_SECONDS:
+            conn.sendall(nothing)
+    except OSError:
+        ended = "client"
+    else:
+        try:
+            conn.sendall(h2_frame(0, 1, 1, b"ok"))
+            conn.settimeout(5)
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+    with log_lock:
+        log.append({"path": "h2c-flood", "ended": ended, "seconds": round(time.monotonic() - started, 1)})
+
+
 def serve(conn):
     with conn:
         rest = b""
@@ -389,6 +432,8 @@ def serve(conn):
             if got is None:
                 return
             head, rest = got
+            if head.startswith("PRI * HTTP/2.0"):
+                return serve_h2c_flood(conn)
             keep = serve_one(conn, head, rest)
             if not keep:
                 return
