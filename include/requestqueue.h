@@ -307,7 +307,9 @@
  *   the HTTP/2 framing (a malformed frame, a frame on a stream it must not use) is delivered as
  *   complete, RQ_OUTCOME_OK (libcurl takes the end of the session for the end of the stream; a
  *   connection closed or reset inside it is detected). For servers you do not trust, set
- *   RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1.
+ *   RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1. HTTP/2 frames past nghttp2's limits (more than
+ *   8 CONTINUATION frames after a HEADERS frame; control frames whose acknowledgements pile up,
+ *   which nghttp2 calls flooding) end the attempt with RQ_OUTCOME_BAD_RESPONSE.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407

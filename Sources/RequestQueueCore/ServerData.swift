@@ -131,12 +131,18 @@ public enum ServerData {
     }
 
     /// Whether libcurl's error message for a receive error says the reply's framing was invalid:
-    /// bad chunked framing ("... in chunked-encoding") or more header bytes than libcurl takes
-    /// ("Too large response headers: ..."). libcurl reports both as CURLE_RECV_ERROR, like a
-    /// broken connection.
+    /// bad chunked framing ("... in chunked-encoding"), more header bytes than libcurl takes
+    /// ("Too large response headers: ..."), or HTTP/2 frames past nghttp2's limits (libcurl 7.88:
+    /// "h2_process_pending_input: nghttp2_session_mem_recv() returned -904:Flooding was
+    /// detected ...", "-905:Too many CONTINUATION frames ..."). libcurl reports them as
+    /// CURLE_RECV_ERROR, like a broken connection.
     public static func isFramingError(_ message: String) -> Bool {
         message.hasSuffix("in chunked-encoding") || message.hasPrefix("Too large response headers")
+            || message.hasPrefix(nghttp2Refused + "-904:") || message.hasPrefix(nghttp2Refused + "-905:")
     }
+
+    private static let nghttp2Refused = "h2_process_pending_input: nghttp2_session_mem_recv() returned "
+
 }
 
 /// The budget of the header sections of one transfer: the status lines, header lines and chunked

@@ -88,6 +88,12 @@ import Testing
         #expect(ServerData.isFramingError("Illegal or missing hexadecimal sequence in chunked-encoding"))
         #expect(ServerData.isFramingError("Too large response headers: 307222 > 307200"))
         #expect(!ServerData.isFramingError("Recv failure: Connection reset by peer"))
+        #expect(ServerData.isFramingError("h2_process_pending_input: nghttp2_session_mem_recv() returned "
+            + "-905:Too many CONTINUATION frames following a HEADER frame"))
+        #expect(ServerData.isFramingError("h2_process_pending_input: nghttp2_session_mem_recv() returned "
+            + "-904:Flooding was detected in this HTTP/2 session, and it must be closed"))
+        #expect(!ServerData.isFramingError("h2_process_pending_input: nghttp2_session_mem_recv() returned "
+            + "-901:Out of memory"))
         #expect(ServerData.isNotHTTPError("Received HTTP/0.9 when not allowed"))
         #expect(ServerData.isNotHTTPError("HTTP/0.9"))
         #expect(!ServerData.isNotHTTPError("HTTP/0."))

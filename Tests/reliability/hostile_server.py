@@ -27,7 +27,9 @@ deflate, br, zstd; br and zstd through the brotli and zstd commands) as Content-
 A cleartext HTTP/2 connection (prior knowledge: the client's preface instead of a request) gets
 the HEADERS of a 200 on stream 1, then frames that carry nothing for the stream (empty DATA,
 PRIORITY) for H2_FLOOD_SECONDS or until the client closes or resets the connection, then a DATA
-frame "ok" ending the stream; the log gets {"path": "h2c-flood", "ended": "client" or "time"}.
+frame "ok" ending the stream; the log gets {"path": "h2c-nothing", "ended": "client" or "time"}.
+With "continuation" in the request's HEADERS frame (see serve_h2c_flood), CONTINUATION frames
+follow a HEADERS frame that does not end the headers ("h2c-continuation" in the log).
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
@@ -400,16 +402,41 @@ def h2_frame(kind, flags, stream, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
 
 
-def serve_h2c_flood(conn):
-    """See the module's doc: cleartext HTTP/2 frames that carry nothing for the stream."""
-    nothing = (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000
+def h2_request_headers(conn, data):
+    """The payload of the client's first HEADERS frame (after the preface's "SM\\r\\n\\r\\n")."""
+    data = data[6:]
+    while True:
+        while len(data) >= 9:
+            length, kind = int.from_bytes(data[:3], "big"), data[3]
+            if len(data) < 9 + length:
+                break
+            if kind == 1:
+                return data[9:9 + length]
+            data = data[9 + length:]
+        piece = conn.recv(65536)
+        if not piece:
+            return b""
+        data += piece
+
+
+def serve_h2c_flood(conn, rest):
+    """See the module's doc: cleartext HTTP/2 frames that carry nothing for the stream, or with
+    "continuation" in the request's HEADERS (a header the client sends, such as
+    "X-Case: ^^^^^^^^^^continuation": HPACK sends a value as it is when Huffman's code for it is
+    longer), CONTINUATION frames after a HEADERS frame that does not end the headers."""
+    mode = "continuation" if b"continuation" in h2_request_headers(conn, rest) else "nothing"
+    if mode == "continuation":
+        first, piece = h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000
+    else:
+        first = h2_frame(1, 4, 1, b"\x88")
+        piece = (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000
     started, ended = time.monotonic(), "time"
     try:
         # SETTINGS, an acknowledgement of the client's, the response's HEADERS (":status: 200",
         # HPACK's static entry 8), the flood, and the end of the stream.
-        conn.sendall(h2_frame(4, 0, 0) + h2_frame(4, 1, 0) + h2_frame(1, 4, 1, b"\x88"))
+        conn.sendall(h2_frame(4, 0, 0) + h2_frame(4, 1, 0) + first)
         while time.monotonic() - started < H2_FLOOD_SECONDS:
-            conn.sendall(nothing)
+            conn.sendall(piece)
     except OSError:
         ended = "client"
     else:
@@ -421,7 +448,7 @@ def serve_h2c_flood(conn):
         except OSError:
             pass
     with log_lock:
-        log.append({"path": "h2c-flood", "ended": ended, "seconds": round(time.monotonic() - started, 1)})
+        log.append({"path": "h2c-" + mode, "ended": ended, "seconds": round(time.monotonic() - started, 1)})
 
 
 def serve(conn):
@@ -433,7 +460,7 @@ def serve(conn):
                 return
             head, rest = got
             if head.startswith("PRI * HTTP/2.0"):
-                return serve_h2c_flood(conn)
+                return serve_h2c_flood(conn, rest)
             keep = serve_one(conn, head, rest)
             if not keep:
                 return
