@@ -309,7 +309,9 @@
  *   connection closed or reset inside it is detected). For servers you do not trust, set
  *   RQ_OPTION_HTTP_VERSION to RQ_HTTP_VERSION_1_1. HTTP/2 frames past nghttp2's limits (more than
  *   8 CONTINUATION frames after a HEADERS frame; control frames whose acknowledgements pile up,
- *   which nghttp2 calls flooding) end the attempt with RQ_OUTCOME_BAD_RESPONSE.
+ *   which nghttp2 calls flooding), and header or trailer fields of a response that decode to
+ *   more than libcurl's 128 KiB for HTTP/2 (HPACK lets a few bytes stand for a long field), end
+ *   the attempt with RQ_OUTCOME_BAD_RESPONSE.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407

@@ -1242,6 +1242,9 @@ final class Transfer {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
                     : Transfer.outcome(of: code, message: message, statusSeen: status != 0)
             }
+            if code == CURLE_RECV_ERROR, !outOfMemory, ServerData.http2FieldsTooLarge(message) {
+                message = "the response's HTTP/2 header or trailer fields are larger than libcurl takes (128 KiB)"
+            }
             if outOfMemory { message = "out of memory while receiving the response" }
             if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
                 message = "the response body is larger than the maximum of \(request.maxResponseSize) bytes"

@@ -132,13 +132,22 @@ public enum ServerData {
 
     /// Whether libcurl's error message for a receive error says the reply's framing was invalid:
     /// bad chunked framing ("... in chunked-encoding"), more header bytes than libcurl takes
-    /// ("Too large response headers: ..."), or HTTP/2 frames past nghttp2's limits (libcurl 7.88:
+    /// ("Too large response headers: ..."), or HTTP/2 frames refused (libcurl 7.88:
     /// "h2_process_pending_input: nghttp2_session_mem_recv() returned -904:Flooding was
-    /// detected ...", "-905:Too many CONTINUATION frames ..."). libcurl reports them as
-    /// CURLE_RECV_ERROR, like a broken connection.
+    /// detected ...", "-905:Too many CONTINUATION frames ...", and -902, see
+    /// `http2FieldsTooLarge`). libcurl reports them as CURLE_RECV_ERROR, like a broken connection.
     public static func isFramingError(_ message: String) -> Bool {
         message.hasSuffix("in chunked-encoding") || message.hasPrefix("Too large response headers")
             || message.hasPrefix(nghttp2Refused + "-904:") || message.hasPrefix(nghttp2Refused + "-905:")
+            || http2FieldsTooLarge(message)
+    }
+
+    /// Whether libcurl's message says one of its HTTP/2 callbacks refused what nghttp2 decoded
+    /// ("... returned -902:The user callback function failed"): libcurl 7.88 does for header or
+    /// trailer fields past its 128 KiB (its only refusal of a server's frames there, besides
+    /// running out of memory).
+    public static func http2FieldsTooLarge(_ message: String) -> Bool {
+        message.hasPrefix(nghttp2Refused + "-902:")
     }
 
     private static let nghttp2Refused = "h2_process_pending_input: nghttp2_session_mem_recv() returned "

@@ -94,6 +94,9 @@ import Testing
             + "-904:Flooding was detected in this HTTP/2 session, and it must be closed"))
         #expect(!ServerData.isFramingError("h2_process_pending_input: nghttp2_session_mem_recv() returned "
             + "-901:Out of memory"))
+        let fields = "h2_process_pending_input: nghttp2_session_mem_recv() returned -902:The user callback function failed"
+        #expect(ServerData.isFramingError(fields) && ServerData.http2FieldsTooLarge(fields))
+        #expect(!ServerData.http2FieldsTooLarge("Too large response headers: 307222 > 307200"))
         #expect(ServerData.isNotHTTPError("Received HTTP/0.9 when not allowed"))
         #expect(ServerData.isNotHTTPError("HTTP/0.9"))
         #expect(!ServerData.isNotHTTPError("HTTP/0."))

@@ -12,8 +12,8 @@
  * cross-origin secrets, cookie floods, rq_queue_free while servers hold transfers, hostile
  * authentication challenges. Later parts: bytes a server sends on a kept connection after its
  * reply (late-bytes), header and trailer lines that start like a status line (status-like-lines),
- * a proxy's endless answer to CONNECT (proxy-answers), HTTP/2 frames that hold the engine
- * (held-engine). RQ_HOSTILE_ONLY=part,part runs only those
+ * a proxy's endless answer to CONNECT (proxy-answers), HTTP/2 floods that hold the engine and
+ * frames past nghttp2's and libcurl's limits (http2). RQ_HOSTILE_ONLY=part,part runs only those
  * parts, RQ_HOSTILE_SKIP=part,part all but those; each part prints its seconds.
  *
  *   hostile [--rss-budget-mib N] [--bomb-budget-mib N] [--tmp DIR] BASE_URL
@@ -1456,6 +1456,11 @@ static void with_h2c_continuation(rq_request *request, outcome_t *o, void *arg) 
     CHECK_OK(rq_request_set_header(request, "X-Case", "^^^^^^^^^^continuation"));
 }
 
+static void with_h2c_hpack_bomb(rq_request *request, outcome_t *o, void *arg) {
+    with_h2c(request, o, arg);
+    CHECK_OK(rq_request_set_header(request, "X-Case", "^^^^^^^^^^hpack-bomb"));
+}
+
 static int on_body_slowly(void *context, rq_request *request, const uint8_t *data, size_t size, uint64_t offset) {
     rqt_sleep(0.02);
     return on_body(context, request, data, size, offset);
@@ -1471,10 +1476,10 @@ static void streamed_slowly(rq_request *request, outcome_t *o, void *arg) {
  * held the engine thread, every transfer of the queue and their time limits, as long as the server
  * went on (here 20 s, then a body "ok": RQ_OUTCOME_OK). The perform watch resets the connection
  * after about a second: RQ_OUTCOME_BAD_RESPONSE, and the server saw its flood ended by the client.
- * In every delivery mode. A flood of CONTINUATION frames: RQ_OUTCOME_BAD_RESPONSE. Then a slow streaming callback (inline: inside libcurl's write callback,
+ * In every delivery mode. A flood of CONTINUATION frames, an HPACK bomb: RQ_OUTCOME_BAD_RESPONSE. Then a slow streaming callback (inline: inside libcurl's write callback,
  * which reads on while data waits) keeps one perform going for seconds: not a held engine, the
  * body comes whole. */
-static void held_engine(rq_queue *queues[3]) {
+static void http2_frames(rq_queue *queues[3]) {
     for (int i = 0; i < 3; i++) {
         outcome_t o;
         run(queues[i], "/h2c-flood", with_h2c, NULL, &o);
@@ -1491,6 +1496,11 @@ static void held_engine(rq_queue *queues[3]) {
     CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "CONTINUATION"),
           "CONTINUATION frames: outcome %s (%s), expected a bad response", rq_outcome_str((int)o.outcome), o.message);
     CHECK(server_saw("h2c-continuation\", \"ended\": \"client") == 1, "the server sent no CONTINUATION frames");
+    /* 5 KB of HPACK that decode to 4 MB of header fields: over libcurl's 128 KiB for HTTP/2. */
+    run(queues[0], "/h2c-hpack-bomb", with_h2c_hpack_bomb, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "128 KiB"),
+          "HPACK bomb: outcome %s (%s), expected a bad response", rq_outcome_str((int)o.outcome), o.message);
+    CHECK(server_saw("h2c-hpack-bomb") == 1, "the server sent no HPACK bomb");
     run(queues[2], "/case/body?size=2097152", streamed_slowly, NULL, &o);
     CHECK(o.outcome == RQ_OUTCOME_OK && atomic_load(&o.streamed) == 2097152,
           "slow inline streaming: outcome %s (%s), %lld bytes streamed", rq_outcome_str((int)o.outcome), o.message,
@@ -1702,7 +1712,7 @@ int main(int argc, char **argv) {
     PART("header-edges", header_edges(queue));
     PART("status-like-lines", status_like_lines(queue, tmp));
     PART("proxy-answers", proxy_answers(queue));
-    PART("held-engine", held_engine(queues));
+    PART("http2", http2_frames(queues));
     CHECK_OK(rq_queue_free(queues[2]));
     CHECK_OK(rq_queue_free(queues[1]));
     CHECK_OK(rq_queue_free(queue));

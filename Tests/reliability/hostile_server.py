@@ -29,7 +29,8 @@ the HEADERS of a 200 on stream 1, then frames that carry nothing for the stream 
 PRIORITY) for H2_FLOOD_SECONDS or until the client closes or resets the connection, then a DATA
 frame "ok" ending the stream; the log gets {"path": "h2c-nothing", "ended": "client" or "time"}.
 With "continuation" in the request's HEADERS frame (see serve_h2c_flood), CONTINUATION frames
-follow a HEADERS frame that does not end the headers ("h2c-continuation" in the log).
+follow a HEADERS frame that does not end the headers ("h2c-continuation" in the log); with
+"hpack-bomb", one HEADERS frame of 5 KB decodes to 4 MB of header fields ("h2c-hpack-bomb").
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
@@ -424,9 +425,17 @@ def serve_h2c_flood(conn, rest):
     "continuation" in the request's HEADERS (a header the client sends, such as
     "X-Case: ^^^^^^^^^^continuation": HPACK sends a value as it is when Huffman's code for it is
     longer), CONTINUATION frames after a HEADERS frame that does not end the headers."""
-    mode = "continuation" if b"continuation" in h2_request_headers(conn, rest) else "nothing"
+    headers = h2_request_headers(conn, rest)
+    mode = next((m for m in ("continuation", "hpack-bomb") if m.encode() in headers), "nothing")
     if mode == "continuation":
         first, piece = h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000
+    elif mode == "hpack-bomb":
+        # A 4000-byte field added to HPACK's dynamic table (index 62), then 1000 one-byte
+        # references to it: 4 MB of header fields from 5 KB, and the end of the stream.
+        # ("\x7f\xa1\x1e" is 4000 as an HPACK integer with a 7-bit prefix.)
+        field = b"\x40\x03x-b\x7f\xa1\x1e" + b"v" * 4000
+        first = h2_frame(1, 4, 1, b"\x88" + field + b"\xbe" * 1000) + h2_frame(0, 1, 1, b"ok")
+        piece = b""
     else:
         first = h2_frame(1, 4, 1, b"\x88")
         piece = (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000
@@ -435,7 +444,7 @@ def serve_h2c_flood(conn, rest):
         # SETTINGS, an acknowledgement of the client's, the response's HEADERS (":status: 200",
         # HPACK's static entry 8), the flood, and the end of the stream.
         conn.sendall(h2_frame(4, 0, 0) + h2_frame(4, 1, 0) + first)
-        while time.monotonic() - started < H2_FLOOD_SECONDS:
+        while piece and time.monotonic() - started < H2_FLOOD_SECONDS:
             conn.sendall(piece)
     except OSError:
         ended = "client"
