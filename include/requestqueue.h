@@ -311,7 +311,12 @@
  *   8 CONTINUATION frames after a HEADERS frame; control frames whose acknowledgements pile up,
  *   which nghttp2 calls flooding), and header or trailer fields of a response that decode to
  *   more than libcurl's 128 KiB for HTTP/2 (HPACK lets a few bytes stand for a long field), end
- *   the attempt with RQ_OUTCOME_BAD_RESPONSE.
+ *   the attempt with RQ_OUTCOME_BAD_RESPONSE; so does an HTTP/2 response that nghttp2 finds
+ *   malformed (a header name in upper case, a connection-specific field such as Connection or
+ *   Transfer-Encoding, a bad :status, a NUL, CR or LF in a value, a Content-Length that its DATA
+ *   frames do not match), or whose stream the server resets with PROTOCOL_ERROR,
+ *   FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR or COMPRESSION_ERROR. A stream reset with another code
+ *   (REFUSED_STREAM, CANCEL, INTERNAL_ERROR, ...) is RQ_OUTCOME_CONNECTION_LOST.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407

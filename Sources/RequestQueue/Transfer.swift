@@ -1242,6 +1242,9 @@ final class Transfer {
                 outcome = outOfMemory ? .transport : tooLarge ? .responseTooLarge
                     : Transfer.outcome(of: code, message: message, statusSeen: status != 0)
             }
+            if code == CURLE_HTTP2_STREAM, ServerData.isHTTP2ProtocolReset(message) {
+                message = "the HTTP/2 response broke the protocol, and its stream was reset (libcurl: \(message))"
+            }
             if code == CURLE_RECV_ERROR, !outOfMemory, ServerData.http2FieldsTooLarge(message) {
                 message = "the response's HTTP/2 header or trailer fields are larger than libcurl takes (128 KiB)"
             }
@@ -1272,6 +1275,8 @@ final class Transfer {
         // libcurl reports invalid chunked framing as a receive error, like a broken connection.
         // So does it for its own limit of header bytes.
         case CURLE_RECV_ERROR where ServerData.isFramingError(message): .badResponse
+        // A malformed HTTP/2 response: nghttp2 resets its stream (so does a server, for a protocol error).
+        case CURLE_HTTP2_STREAM where ServerData.isHTTP2ProtocolReset(message): .badResponse
         // A reply that is not HTTP (libcurl takes it for HTTP/0.9, which it refuses); otherwise a
         // redirect to a scheme or URL that is not allowed.
         case CURLE_UNSUPPORTED_PROTOCOL where !statusSeen || ServerData.isNotHTTPError(message): .badResponse

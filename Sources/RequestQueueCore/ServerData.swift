@@ -150,6 +150,19 @@ public enum ServerData {
         message.hasPrefix(nghttp2Refused + "-902:")
     }
 
+    /// Whether libcurl's message for a reset HTTP/2 stream (CURLE_HTTP2_STREAM, "HTTP/2 stream 1 was
+    /// not closed cleanly: PROTOCOL_ERROR (err 1)") names a broken protocol rather than a server
+    /// that gave up: nghttp2 resets a stream whose response is malformed (a header name in upper
+    /// case, a connection-specific field, a bad :status, a Content-Length the DATA frames do not
+    /// match, a NUL, CR or LF in a value) with PROTOCOL_ERROR, and FLOW_CONTROL_ERROR,
+    /// FRAME_SIZE_ERROR and COMPRESSION_ERROR are the protocol's too. REFUSED_STREAM, CANCEL,
+    /// INTERNAL_ERROR and the others are not.
+    public static func isHTTP2ProtocolReset(_ message: String) -> Bool {
+        guard message.hasPrefix("HTTP/2 stream "), message.hasSuffix(")") else { return false }
+        return ["PROTOCOL_ERROR (err 1)", "FLOW_CONTROL_ERROR (err 3)", "FRAME_SIZE_ERROR (err 6)",
+                "COMPRESSION_ERROR (err 9)"].contains { message.hasSuffix(" was not closed cleanly: " + $0) }
+    }
+
     private static let nghttp2Refused = "h2_process_pending_input: nghttp2_session_mem_recv() returned "
 
 }

@@ -97,6 +97,11 @@ import Testing
         let fields = "h2_process_pending_input: nghttp2_session_mem_recv() returned -902:The user callback function failed"
         #expect(ServerData.isFramingError(fields) && ServerData.http2FieldsTooLarge(fields))
         #expect(!ServerData.http2FieldsTooLarge("Too large response headers: 307222 > 307200"))
+        #expect(ServerData.isHTTP2ProtocolReset("HTTP/2 stream 1 was not closed cleanly: PROTOCOL_ERROR (err 1)"))
+        #expect(ServerData.isHTTP2ProtocolReset("HTTP/2 stream 7 was not closed cleanly: COMPRESSION_ERROR (err 9)"))
+        #expect(!ServerData.isHTTP2ProtocolReset("HTTP/2 stream 1 was not closed cleanly: REFUSED_STREAM (err 7)"))
+        #expect(!ServerData.isHTTP2ProtocolReset("HTTP/2 stream 1 was not closed cleanly: INTERNAL_ERROR (err 2)"))
+        #expect(!ServerData.isHTTP2ProtocolReset("HTTP/2 stream 1 was not closed cleanly before end of the underlying stream"))
         #expect(ServerData.isNotHTTPError("Received HTTP/0.9 when not allowed"))
         #expect(ServerData.isNotHTTPError("HTTP/0.9"))
         #expect(!ServerData.isNotHTTPError("HTTP/0."))

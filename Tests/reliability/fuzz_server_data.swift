@@ -45,6 +45,7 @@ public func fuzzServerData(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         if let coding = ServerData.unrequestedTransferCoding(text) { check(coding != "chunked" && coding.count <= 64) }
         _ = ServerData.isFramingError(text)
         _ = ServerData.isNotHTTPError(text)
+        _ = ServerData.isHTTP2ProtocolReset(text)
     case 4:
         // Header lines as libcurl hands them over: cut into fields, then each name looked up.
         var bytes = Array(input)

@@ -1461,6 +1461,11 @@ static void with_h2c_hpack_bomb(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_header(request, "X-Case", "^^^^^^^^^^hpack-bomb"));
 }
 
+static void with_h2c_upper_name(rq_request *request, outcome_t *o, void *arg) {
+    with_h2c(request, o, arg);
+    CHECK_OK(rq_request_set_header(request, "X-Case", "^^^^^^^^^^upper-name"));
+}
+
 static int on_body_slowly(void *context, rq_request *request, const uint8_t *data, size_t size, uint64_t offset) {
     rqt_sleep(0.02);
     return on_body(context, request, data, size, offset);
@@ -1476,7 +1481,8 @@ static void streamed_slowly(rq_request *request, outcome_t *o, void *arg) {
  * held the engine thread, every transfer of the queue and their time limits, as long as the server
  * went on (here 20 s, then a body "ok": RQ_OUTCOME_OK). The perform watch resets the connection
  * after about a second: RQ_OUTCOME_BAD_RESPONSE, and the server saw its flood ended by the client.
- * In every delivery mode. A flood of CONTINUATION frames, an HPACK bomb: RQ_OUTCOME_BAD_RESPONSE. Then a slow streaming callback (inline: inside libcurl's write callback,
+ * In every delivery mode. A flood of CONTINUATION frames, an HPACK bomb, a malformed response:
+ * RQ_OUTCOME_BAD_RESPONSE. Then a slow streaming callback (inline: inside libcurl's write callback,
  * which reads on while data waits) keeps one perform going for seconds: not a held engine, the
  * body comes whole. */
 static void http2_frames(rq_queue *queues[3]) {
@@ -1501,6 +1507,11 @@ static void http2_frames(rq_queue *queues[3]) {
     CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "128 KiB"),
           "HPACK bomb: outcome %s (%s), expected a bad response", rq_outcome_str((int)o.outcome), o.message);
     CHECK(server_saw("h2c-hpack-bomb") == 1, "the server sent no HPACK bomb");
+    /* A malformed response (a header name in upper case): nghttp2 resets the stream. */
+    run(queues[0], "/h2c-upper-name", with_h2c_upper_name, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "broke the protocol"),
+          "upper-case header name: outcome %s (%s), expected a bad response", rq_outcome_str((int)o.outcome), o.message);
+    CHECK(server_saw("h2c-upper-name") == 1, "the server sent no upper-case header name");
     run(queues[2], "/case/body?size=2097152", streamed_slowly, NULL, &o);
     CHECK(o.outcome == RQ_OUTCOME_OK && atomic_load(&o.streamed) == 2097152,
           "slow inline streaming: outcome %s (%s), %lld bytes streamed", rq_outcome_str((int)o.outcome), o.message,

@@ -30,7 +30,8 @@ PRIORITY) for H2_FLOOD_SECONDS or until the client closes or resets the connecti
 frame "ok" ending the stream; the log gets {"path": "h2c-nothing", "ended": "client" or "time"}.
 With "continuation" in the request's HEADERS frame (see serve_h2c_flood), CONTINUATION frames
 follow a HEADERS frame that does not end the headers ("h2c-continuation" in the log); with
-"hpack-bomb", one HEADERS frame of 5 KB decodes to 4 MB of header fields ("h2c-hpack-bomb").
+"hpack-bomb", one HEADERS frame of 5 KB decodes to 4 MB of header fields ("h2c-hpack-bomb"); with
+"upper-name", the response has a header name in upper case, malformed in HTTP/2 ("h2c-upper-name").
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
@@ -426,7 +427,7 @@ def serve_h2c_flood(conn, rest):
     "X-Case: ^^^^^^^^^^continuation": HPACK sends a value as it is when Huffman's code for it is
     longer), CONTINUATION frames after a HEADERS frame that does not end the headers."""
     headers = h2_request_headers(conn, rest)
-    mode = next((m for m in ("continuation", "hpack-bomb") if m.encode() in headers), "nothing")
+    mode = next((m for m in ("continuation", "hpack-bomb", "upper-name") if m.encode() in headers), "nothing")
     if mode == "continuation":
         first, piece = h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000
     elif mode == "hpack-bomb":
@@ -435,6 +436,10 @@ def serve_h2c_flood(conn, rest):
         # ("\x7f\xa1\x1e" is 4000 as an HPACK integer with a 7-bit prefix.)
         field = b"\x40\x03x-b\x7f\xa1\x1e" + b"v" * 4000
         first = h2_frame(1, 4, 1, b"\x88" + field + b"\xbe" * 1000) + h2_frame(0, 1, 1, b"ok")
+        piece = b""
+    elif mode == "upper-name":
+        # A header name in upper case ("X-Upper: 1", HPACK literals): malformed in HTTP/2.
+        first = h2_frame(1, 4, 1, b"\x88\x00\x07X-Upper\x011") + h2_frame(0, 1, 1, b"ok")
         piece = b""
     else:
         first = h2_frame(1, 4, 1, b"\x88")
