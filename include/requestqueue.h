@@ -316,7 +316,9 @@
  *   Transfer-Encoding, a bad :status, a NUL, CR or LF in a value, a Content-Length that its DATA
  *   frames do not match), or whose stream the server resets with PROTOCOL_ERROR,
  *   FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR or COMPRESSION_ERROR. A stream reset with another code
- *   (REFUSED_STREAM, CANCEL, INTERNAL_ERROR, ...) is RQ_OUTCOME_CONNECTION_LOST.
+ *   (REFUSED_STREAM, CANCEL, INTERNAL_ERROR, ...) is RQ_OUTCOME_CONNECTION_LOST, and so is a
+ *   session that ends before the response is complete (a GOAWAY that leaves the stream out).
+ *   Trailers of an HTTP/2 response come after its headers, as chunked trailers do.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
@@ -390,8 +392,8 @@
  *   the order received, names as the server wrote them, repeated fields kept as separate entries
  *   (`rq_response_header` returns the first; walk `rq_response_header_at` for all, e.g. every
  *   Set-Cookie), values without the blanks around them (an empty value is "", not NULL). A line
- *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers come
- *   after the headers, as more entries. Only the first line of a response is its status line: a
+ *   folded onto the next (obs-fold, RFC 9112 5.2) is joined with one space. Chunked trailers (and
+ *   an HTTP/2 response's) come after the headers, as more entries. Only the first line of a response is its status line: a
  *   header or trailer line that starts like one ("HTTP/1.1 500 Oops: x") is a field whose name is
  *   what precedes its colon, as libcurl reads it. No charset conversion is made: the body is the bytes sent,
  *   and the charset is the server's Content-Type header.
@@ -1445,8 +1447,8 @@ typedef enum rq_option {
      *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
      *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
      *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a
-     *  second h2c request on a kept connection fails with RQ_OUTCOME_BAD_RESPONSE ("Error in the
-     *  HTTP2 framing layer"); the library does not keep h2c connections (each h2c request makes
+     *  second h2c request on a kept connection fails (libcurl: "Error in the HTTP2 framing
+     *  layer"); the library does not keep h2c connections (each h2c request makes
      *  its own). */
     RQ_OPTION_HTTP_VERSION = 19,
     /** I. Non-zero: the request uses its queue's cookie jar (`rq_queue_cookies_list`): it sends the

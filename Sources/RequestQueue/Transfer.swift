@@ -88,8 +88,10 @@ final class Transfer {
     /// whose body had no trailers. A header or trailer line that starts like a status line
     /// ("HTTP/1.1 500 Oops: x") is a field to libcurl, and to the library.
     private var statusLineNext = true
-    /// Whether the current response's body is chunked: lines after its headers are trailers.
+    /// Whether the current response's body is chunked: lines after its headers are trailers (as
+    /// after an HTTP/2 or HTTP/3 response's: `multiplexed`, from its status line).
     private var chunked = false
+    private var multiplexed = false
 
     // Streaming (see Streaming.swift).
     /// Where the body of the current response goes, decided when its headers end.
@@ -610,6 +612,7 @@ final class Transfer {
             if code == 101, let request, !request.headers.names.contains(.upgrade) {
                 return refuse("the server switched protocols (101 Switching Protocols), which was not asked for")
             }
+            multiplexed = bytes[5] == 0x32 || bytes[5] == 0x33
             // "HTTP/1.0 " or "HTTP/1.1 " (a status line has at least 10 bytes here).
             statusVersion = bytes[5] == 0x31 && bytes[6] == 0x2E && bytes[8] == 0x20 && bytes[7] | 1 == 0x31
                 ? 10 + Int32(bytes[7] - 0x30) : 0
@@ -623,9 +626,11 @@ final class Transfer {
         // response, the final response's headers are still to come.)
         if bytes.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             guard let request else { return false }
-            // After an informational response comes the next one; after a chunked body, its
-            // trailers (libcurl ends them with no blank line of its own).
-            statusLineNext = (100...199).contains(status) || !chunked
+            // After an informational response comes the next one; after a chunked body, or any
+            // HTTP/2 response (`multiplexed`), its trailers (libcurl ends them with no blank
+            // line of its own). (A request sent again, a redirect's or an authentication's, may
+            // have its status line next: `connected`.)
+            statusLineNext = (100...199).contains(status) || !(chunked || multiplexed)
             // (A 101 that is not refused was asked for: libcurl takes what follows as its body.)
             if !(100...199).contains(status) || status == 101 {
                 awaitingHeaders = false
@@ -1221,6 +1226,14 @@ final class Transfer {
                 outcome = .badResponse
                 message = "the response body expands to more than libcurl keeps for a paused transfer "
                     + "(64 MiB decoded from one read of the connection: a decompression bomb)"
+            } else if code == CURLE_HTTP2, errorBuffer.pointee == 0 {
+                // libcurl 7.88 says nothing more when the HTTP/2 session has ended under the
+                // transfer (nghttp2 has nothing left to read or write): the server sent a GOAWAY
+                // that left the stream out (it was not processed), or nghttp2 ended the session
+                // for a frame it refused. Like a connection closed before the answer.
+                outcome = .connectionLost
+                message = "the HTTP/2 connection ended before the response was complete (a GOAWAY from the server, "
+                    + "or frames that broke the protocol)"
             } else if code == CURLE_BAD_FUNCTION_ARGUMENT, status != 0 {
                 // libcurl's reading of header fields (its headers API) refuses a line where it
                 // finds no name: a bare CR before a header line's colon, a continuation line with

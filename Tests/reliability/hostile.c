@@ -1466,6 +1466,24 @@ static void with_h2c_upper_name(rq_request *request, outcome_t *o, void *arg) {
     CHECK_OK(rq_request_set_header(request, "X-Case", "^^^^^^^^^^upper-name"));
 }
 
+/* The value of the response's x-trailer field, read in its completion (trailers_read). */
+static char trailer_value[16];
+
+static void on_done_trailer(void *context, rq_request *request, const rq_response *response) {
+    const char *value = rq_response_header(response, "x-trailer");
+    snprintf(trailer_value, sizeof trailer_value, "%s", value ? value : "(none)");
+    on_done(context, request, response);
+}
+
+static void with_h2c_case(rq_request *request, outcome_t *o, void *name) {
+    with_h2c(request, o, NULL);
+    char value[64];
+    snprintf(value, sizeof value, "^^^^^^^^^^%s", (const char *)name);
+    CHECK_OK(rq_request_set_header(request, "X-Case", value));
+    if (strcmp(name, "trailers") == 0)
+        CHECK_OK(rq_request_set_completion(request, on_done_trailer, o, NULL));
+}
+
 static int on_body_slowly(void *context, rq_request *request, const uint8_t *data, size_t size, uint64_t offset) {
     rqt_sleep(0.02);
     return on_body(context, request, data, size, offset);
@@ -1507,6 +1525,17 @@ static void http2_frames(rq_queue *queues[3]) {
     CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "128 KiB"),
           "HPACK bomb: outcome %s (%s), expected a bad response", rq_outcome_str((int)o.outcome), o.message);
     CHECK(server_saw("h2c-hpack-bomb") == 1, "the server sent no HPACK bomb");
+    /* Trailers after the body (HEADERS ending the stream): a field after the headers, as chunked
+     * trailers are, not a status line. */
+    run(queues[0], "/h2c-trailers", with_h2c_case, "trailers", &o);
+    CHECK(o.outcome == RQ_OUTCOME_OK && o.body_size == 2 && strcmp(trailer_value, "t") == 0,
+          "HTTP/2 trailers: outcome %s (%s), body %zu bytes, x-trailer %s", rq_outcome_str((int)o.outcome), o.message,
+          o.body_size, trailer_value);
+    /* A GOAWAY that leaves the stream out: the connection ended before an answer. */
+    run(queues[0], "/h2c-goaway", with_h2c_case, "goaway", &o);
+    CHECK(o.outcome == RQ_OUTCOME_CONNECTION_LOST && strstr(o.message, "GOAWAY"),
+          "GOAWAY: outcome %s (%s), expected a lost connection", rq_outcome_str((int)o.outcome), o.message);
+    CHECK(server_saw("h2c-goaway") >= 1, "the server sent no GOAWAY");
     /* A malformed response (a header name in upper case): nghttp2 resets the stream. */
     run(queues[0], "/h2c-upper-name", with_h2c_upper_name, NULL, &o);
     CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && strstr(o.message, "broke the protocol"),

@@ -31,7 +31,9 @@ frame "ok" ending the stream; the log gets {"path": "h2c-nothing", "ended": "cli
 With "continuation" in the request's HEADERS frame (see serve_h2c_flood), CONTINUATION frames
 follow a HEADERS frame that does not end the headers ("h2c-continuation" in the log); with
 "hpack-bomb", one HEADERS frame of 5 KB decodes to 4 MB of header fields ("h2c-hpack-bomb"); with
-"upper-name", the response has a header name in upper case, malformed in HTTP/2 ("h2c-upper-name").
+"upper-name", the response has a header name in upper case, malformed in HTTP/2 ("h2c-upper-name");
+with "trailers", a body "ok" and a trailer "x-trailer: t"; with "goaway", a GOAWAY that leaves the
+request's stream out.
 /_/log returns JSON {"requests": [{"path": ..., "headers": {...}}, ...]} of every request so far
 (the log's own requests left out), so that a test can count the attempts the server saw.
 """
@@ -427,7 +429,8 @@ def serve_h2c_flood(conn, rest):
     "X-Case: ^^^^^^^^^^continuation": HPACK sends a value as it is when Huffman's code for it is
     longer), CONTINUATION frames after a HEADERS frame that does not end the headers."""
     headers = h2_request_headers(conn, rest)
-    mode = next((m for m in ("continuation", "hpack-bomb", "upper-name") if m.encode() in headers), "nothing")
+    modes = ("continuation", "hpack-bomb", "upper-name", "trailers", "goaway")
+    mode = next((m for m in modes if m.encode() in headers), "nothing")
     if mode == "continuation":
         first, piece = h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000
     elif mode == "hpack-bomb":
@@ -437,6 +440,13 @@ def serve_h2c_flood(conn, rest):
         field = b"\x40\x03x-b\x7f\xa1\x1e" + b"v" * 4000
         first = h2_frame(1, 4, 1, b"\x88" + field + b"\xbe" * 1000) + h2_frame(0, 1, 1, b"ok")
         piece = b""
+    elif mode == "trailers":
+        # A body "ok", then trailers ("x-trailer: t") in a HEADERS frame that ends the stream.
+        first = h2_frame(1, 4, 1, b"\x88") + h2_frame(0, 0, 1, b"ok") + h2_frame(1, 5, 1, b"\x00\x09x-trailer\x01t")
+        piece = b""
+    elif mode == "goaway":
+        # A GOAWAY whose last stream is 0: the request's stream was not processed.
+        first, piece = h2_frame(7, 0, 0, struct.pack(">II", 0, 0)), b""
     elif mode == "upper-name":
         # A header name in upper case ("X-Upper: 1", HPACK literals): malformed in HTTP/2.
         first = h2_frame(1, 4, 1, b"\x88\x00\x07X-Upper\x011") + h2_frame(0, 1, 1, b"ok")
