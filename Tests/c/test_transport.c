@@ -895,6 +895,17 @@ static void section_connections(void) {
     }
 }
 
+/* Whether the response's last field is "X-Checksum: abc" (the trailer of /trailers). */
+static int trailer_last;
+
+static void on_done_trailers(void *context, rq_request *request, const rq_response *response) {
+    size_t count = rq_response_header_count(response);
+    const char *name = NULL, *value = NULL;
+    trailer_last = count > 1 && rq_response_header_at(response, count - 1, &name, &value) == RQ_OK &&
+                   strcasecmp(name, "X-Checksum") == 0 && strcmp(value, "abc") == 0;
+    on_done(context, request, response);
+}
+
 static void section_version(void) {
     rq_queue *q = new_queue();
     rq_request *r;
@@ -918,6 +929,20 @@ static void section_version(void) {
     CHECK(res.http_version == 11 && res.metrics_http_version == 11 && strncmp((char *)res.body, "HTTP/1.1", 8) == 0,
           "TLS, 1.1 only: version %d, in the metrics %d \"%s\"", res.http_version, res.metrics_http_version,
           (char *)res.body);
+    result_free(&res);
+    /* An HTTP/2 response with trailers (nginx's add_trailer: a HEADERS frame after the body): the
+     * trailer is a field after the headers. */
+    r = req(tls, "/trailers");
+    CHECK_OK(rq_request_set_ca_file(r, ca));
+    CHECK_OK(rq_request_set_completion(r, on_done_trailers, &res, NULL));
+    memset(&res, 0, sizeof res);
+    CHECK_OK(rq_add(q, r));
+    CHECK_OK(rq_request_free(r));
+    CHECK_OK(rq_queue_wait_idle(q, 60));
+    CHECK(res.outcome == RQ_OUTCOME_OK && res.http_version == 20 && strcmp((char *)res.body, "with trailers") == 0 &&
+              trailer_last,
+          "HTTP/2 trailers: outcome %d (%s), version %d, body \"%s\", X-Checksum the last field: %d", res.outcome,
+          res.message, res.http_version, (char *)res.body, trailer_last);
     result_free(&res);
     /* h2c with prior knowledge, three times in a row on one queue (a kept h2c connection breaks
      * with Debian's libcurl 7.88.1: the library does not keep them). */
