@@ -60,6 +60,15 @@ def test_str_json_and_form_bodies_are_sent(server, queue):
     assert queue.fetch(server.url("/echo"), method="POST", data={"a": "1"}).json()["body"] == "a=1"
 
 
+def test_bytes_or_str_as_data_are_the_body_as_with_requests(server, queue):
+    for data in (b"raw=1&x", "raw=1&x", bytearray(b"raw=1&x")):
+        echoed = queue.fetch(server.url("/echo"), method="POST", data=data).json()
+        assert echoed["body"] == "raw=1&x"
+        assert "application/x-www-form-urlencoded" not in str(echoed.get("headers", {})).lower()
+    with pytest.raises(TypeError, match="mapping or"):
+        rq.Request(server.url("/echo"), "POST", data=b"x", files={"f": b"y"})
+
+
 def test_the_body_is_held_until_the_completion_and_released_after(server, queue, uid):
     body = bytes(bytearray(b"h" * 5000))
     base = sys.getrefcount(body)

@@ -19,7 +19,9 @@ Scalar = Union[str, bytes, int, float, bool, None]
 #: A query string or form: a mapping (a list or tuple value gives the name several times) or
 #: (name, value) pairs.
 ParamsInput = Union[Mapping[str, Union[Scalar, Iterable[Scalar]]], Iterable[Tuple[str, Scalar]], str]
-DataInput = Union[Mapping[str, Union[Scalar, Iterable[Scalar]]], Iterable[Tuple[str, Scalar]]]
+# (bytes or a str as data= are a body as it is, without files=: see Request.)
+DataInput = Union[Mapping[str, Union[Scalar, Iterable[Scalar]]], Iterable[Tuple[str, Scalar]], bytes, bytearray,
+                  memoryview, str]
 #: A file field's value: the contents (bytes, str, or a file open in binary mode), or a tuple
 #: (filename, contents[, content_type[, headers]]).
 FileContent = Union[bytes, str, IO[bytes]]

@@ -289,6 +289,8 @@ class Request:
 
             body = _json.dumps(json).encode("utf-8")
             content_type = "application/json"
+        elif files is None and isinstance(data, (bytes, bytearray, memoryview, str)):
+            body = data  # bytes or a str as data=: the body as it is, as with requests
         elif data is not None or files is not None:
             body, content_type = _encoding.encode_form(data, files)
         if headers is not None or content_type is not None:
