@@ -318,7 +318,12 @@
  *   FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR or COMPRESSION_ERROR. A stream reset with another code
  *   (REFUSED_STREAM, CANCEL, INTERNAL_ERROR, ...) is RQ_OUTCOME_CONNECTION_LOST, and so is a
  *   session that ends before the response is complete (a GOAWAY that leaves the stream out).
- *   Trailers of an HTTP/2 response come after its headers, as chunked trailers do.
+ *   Trailers of an HTTP/2 response come after its headers, as chunked trailers do. A server may
+ *   answer before it has read the whole request body and then reset the stream with NO_ERROR,
+ *   asking the client to stop sending (RFC 9113 8.1; nginx does, for a location that answers
+ *   without reading the body): the answer stands. With libcurl 7.88, when that answer and the
+ *   reset arrive together, before libcurl has handed the answer over, the attempt ends with
+ *   RQ_OUTCOME_CONNECTION_LOST instead, the answer lost.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407

@@ -1148,7 +1148,8 @@ final class Transfer {
     }
 
     /// The response of this attempt of `request`, after libcurl reported it done with `code`.
-    func response(for request: Request, code: CURLcode, message override: String? = nil) -> Response {
+    func response(for request: Request, code reported: CURLcode, message override: String? = nil) -> Response {
+        let code = answeredEarly(request, reported) ? CURLE_OK : reported
         // libcurl's status of the last response; 0 for a reply that is not HTTP. A transfer that
         // ended well without a proxy: the last status line libcurl handed over is that response's
         // (libcurl passes a proxy's CONNECT answers to the header callback too), and its version.
@@ -1234,6 +1235,12 @@ final class Transfer {
                 outcome = .connectionLost
                 message = "the HTTP/2 connection ended before the response was complete (a GOAWAY from the server, "
                     + "or frames that broke the protocol)"
+            } else if code == CURLE_HTTP2_STREAM, errorBuffer.pointee == 0, request.sendsBody {
+                // As `answeredEarly`, but libcurl had not handed the response over (or its body
+                // was cut): nothing of it can be delivered.
+                outcome = .connectionLost
+                message = "the server closed the HTTP/2 stream while the request body was being sent (after an "
+                    + "early answer, which libcurl 7.88 then drops, or a cut one)"
             } else if code == CURLE_BAD_FUNCTION_ARGUMENT, status != 0 {
                 // libcurl's reading of header fields (its headers API) refuses a line where it
                 // finds no name: a bare CR before a header line's colon, a continuation line with
@@ -1279,6 +1286,22 @@ final class Transfer {
                                    received: received, wire: (downloaded, uploaded),
                                    version: ownStatusLine && statusVersion != 0 ? statusVersion : nil)
         return response
+    }
+
+    /// Whether a transfer libcurl reports failed was answered in full before its request body was
+    /// all sent, over HTTP/2. A server may answer without reading the whole body (nginx's
+    /// `return`, an error page, a redirect) and then reset the stream with NO_ERROR, which asks
+    /// the client to stop sending (RFC 9113 8.1). libcurl 7.88 had delivered the whole response
+    /// (the stream closed cleanly, after its headers), then fails the body's next send with
+    /// CURLE_HTTP2_STREAM and no message ("stream %u closed", an infof). Such a response stands,
+    /// unless its Content-Length says its body was cut.
+    private func answeredEarly(_ request: Request, _ code: CURLcode) -> Bool {
+        guard code == CURLE_HTTP2_STREAM, errorBuffer.pointee == 0, request.sendsBody, multiplexed,
+              status >= 200, !awaitingHeaders, protocolError == nil, heldEngine == nil else { return false }
+        guard contentLength >= 0 else { return true }
+        var downloaded: curl_off_t = 0
+        _ = ccurl_easy_getinfo_off(easy, CURLINFO_SIZE_DOWNLOAD_T, &downloaded)
+        return Int64(downloaded) == contentLength
     }
 
     /// The outcome of a failed transfer from libcurl's code, its message and whether a status line

@@ -944,6 +944,29 @@ static void section_version(void) {
           "HTTP/2 trailers: outcome %d (%s), version %d, body \"%s\", X-Checksum the last field: %d", res.outcome,
           res.message, res.http_version, (char *)res.body, trailer_last);
     result_free(&res);
+    /* POSTs over HTTP/2 to a location that answers without reading the body (nginx's `return`),
+     * then resets the stream with NO_ERROR (RFC 9113 8.1): the answer stands. libcurl 7.88 failed
+     * the body's next send, and the library took that for a lost connection: always at 200 KB,
+     * about one time in three at 500 bytes. */
+    {
+        static uint8_t body[200000];
+        const size_t sizes[] = {200000, 500};
+        for (size_t s = 0; s < 2; s++) {
+            for (int i = 0; i < (s == 0 ? 3 : 12); i++) {
+                r = req(tls, "/ua");
+                CHECK_OK(rq_request_set_ca_file(r, ca));
+                CHECK_OK(rq_request_set_method(r, "POST"));
+                CHECK_OK(rq_request_set_body(r, body, sizes[s]));
+                res = run(q, r);
+                CHECK(res.outcome == RQ_OUTCOME_OK && res.status == 200 && res.http_version == 20 &&
+                          strncmp((char *)res.body, "librequestqueue/", 16) == 0,
+                      "POST of %zu bytes answered early over HTTP/2, #%d: outcome %d (%s), status %d, version %d, "
+                      "body \"%s\"", sizes[s], i + 1, res.outcome, res.message, res.status, res.http_version,
+                      (char *)res.body);
+                result_free(&res);
+            }
+        }
+    }
     /* h2c with prior knowledge, three times in a row on one queue (a kept h2c connection breaks
      * with Debian's libcurl 7.88.1: the library does not keep them). */
     for (int i = 0; i < 3; i++) {
