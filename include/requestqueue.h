@@ -323,7 +323,12 @@
  *   asking the client to stop sending (RFC 9113 8.1; nginx does, for a location that answers
  *   without reading the body): the answer stands. With libcurl 7.88, when that answer and the
  *   reset arrive together, before libcurl has handed the answer over, the attempt ends with
- *   RQ_OUTCOME_CONNECTION_LOST instead, the answer lost.
+ *   RQ_OUTCOME_CONNECTION_LOST instead, the answer lost. A redirect that libcurl follows (a 307
+ *   or 308 to a POST, say), answered before a request body larger than the server's flow-control
+ *   window (64 KiB with nginx) was read, without that reset, can leave the attempt waiting until
+ *   its idle timeout (60 s by default) with libcurl 7.88, its engine busy meanwhile: libcurl keeps
+ *   offering the rest of the body on a stream the server no longer reads (curl's command line
+ *   waits the same way). RQ_HTTP_VERSION_1_1 avoids both.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
