@@ -73,8 +73,9 @@
  *   queue sets RQ_OPTION_PROXY.
  * - Transport defaults: bodies are decoded (Accept-Encoding: deflate, gzip, br, zstd), a
  *   User-Agent "librequestqueue/<version> libcurl/<version>" is sent, and HTTP/2 is used over
- *   TLS when the server offers it; a queue's defaults (`rq_queue_get_defaults`) change any of
- *   these for its requests.
+ *   TLS when the server offers it (with libcurl before 8.1.0, not for a request body over
+ *   64 KiB: see HTTP/2 in "What a server sends"); a queue's defaults (`rq_queue_get_defaults`)
+ *   change any of these for its requests.
  *
  * ===================================================================================================
  * Threading and callbacks
@@ -324,11 +325,13 @@
  *   without reading the body): the answer stands. With libcurl 7.88, when that answer and the
  *   reset arrive together, before libcurl has handed the answer over, the attempt ends with
  *   RQ_OUTCOME_CONNECTION_LOST instead, the answer lost. A redirect that libcurl follows (a 307
- *   or 308 to a POST, say), answered before a request body larger than the server's flow-control
- *   window (64 KiB with nginx) was read, without that reset, can leave the attempt waiting until
- *   its idle timeout (60 s by default) with libcurl 7.88, its engine busy meanwhile: libcurl keeps
- *   offering the rest of the body on a stream the server no longer reads (curl's command line
- *   waits the same way). RQ_HTTP_VERSION_1_1 avoids both.
+ *   or 308 to a POST, say), answered before the server has read a request body larger than its
+ *   flow-control window, without that reset, left the attempt waiting until its idle timeout
+ *   with libcurl 7.88, its engine busy meanwhile: libcurl kept offering the rest of the body on a
+ *   stream the server no longer reads (curl's command line waits the same way). So with libcurl
+ *   before 8.1.0, a request whose body is over 64 KiB (the usual window: 65,535 bytes, nginx's
+ *   64 KiB) goes over HTTP/1.1 unless RQ_OPTION_HTTP_VERSION asks for a version; a server whose
+ *   window is smaller can still make a smaller body wait. RQ_HTTP_VERSION_1_1 avoids both.
  * - A proxy's answer to CONNECT (an https request through an HTTP proxy) that goes on for more
  *   than 65536 bytes at once ends the attempt with RQ_OUTCOME_BAD_RESPONSE: libcurl reads it one
  *   byte at a time without returning while bytes keep coming, so a proxy sending an endless 407
@@ -1454,7 +1457,8 @@ typedef enum rq_option {
     /** I. Maximum average send speed of the transfer, bytes per second; 0 (default) is none. */
     RQ_OPTION_MAX_SEND_SPEED = 18,
     /** I. HTTP version: RQ_HTTP_VERSION_DEFAULT (HTTP/2 over TLS when the server offers it,
-     *  HTTP/1.1 otherwise), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+     *  HTTP/1.1 otherwise; with libcurl before 8.1.0, HTTP/1.1 for a request body over 64 KiB:
+     *  see HTTP/2 in "What a server sends"), RQ_HTTP_VERSION_1_1 (never HTTP/2), RQ_HTTP_VERSION_2_PRIOR_KNOWLEDGE
      *  (cleartext HTTP/2 without upgrade, "h2c"; over TLS as the default). The version used is
      *  `rq_response_http_version` (and `rq_metrics.http_version`). With Debian's libcurl 7.88.1, a
      *  second h2c request on a kept connection fails (libcurl: "Error in the HTTP2 framing

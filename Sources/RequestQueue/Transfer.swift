@@ -53,6 +53,9 @@ final class Transfer {
     var ownCookies: [CChar]?
     /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
     private var postFieldsSet = false
+    /// Whether CURLOPT_HTTP_VERSION is HTTP/1.1 for this attempt's body (`bodyOverHTTP1`) rather
+    /// than what the options say.
+    private var versionForBody = false
     private var outOfMemory = false
     private var tooLarge = false
     private var reportedDownload: (done: Int64, total: Int64) = (-1, -2)
@@ -263,6 +266,16 @@ final class Transfer {
     /// has it. There a handle serves one transfer only (`renewHandle`).
     static let handleServesOneTransfer = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
 
+    /// libcurl before 8.1.0 uploads over HTTP/2 badly once the server answers before it has read
+    /// the body: when the answer is a redirect that libcurl follows, libcurl goes on offering the
+    /// rest of the body on a stream the server no longer reads, and waits (busy) for a
+    /// flow-control window that never opens, until the idle timeout (nginx: `return 307` to a
+    /// POST of 200 KB, 6 times in 10 on a loaded machine); an answer that comes with the stream's
+    /// reset is lost. A body over the usual window (64 KiB) goes over HTTP/1.1 there, unless the
+    /// request asked for a version (RQ_OPTION_HTTP_VERSION). Int.max from libcurl 8.1.0.
+    static let bodyOverHTTP1Above = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
+        ? 65536 : Int.max
+
     /// Whether the handle ran a transfer since it was made (`begin`).
     private var handleUsed = false
 
@@ -278,6 +291,7 @@ final class Transfer {
         curl_easy_cleanup(easy)
         easy = fresh
         handleUsed = false
+        versionForBody = false
         route = Route()
         setFixedOptions()
         if let options { apply(options) }
@@ -457,6 +471,7 @@ final class Transfer {
                 if options != nil {
                     prepareReset(options)
                     curl_easy_reset(easy)
+                    versionForBody = false
                     route = Route()
                     urlSet = nil
                     urlSetIsEffective = false
@@ -479,6 +494,11 @@ final class Transfer {
             _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(r.body.count))
             _ = ccurl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, r.body.baseAddress ?? UnsafeRawPointer(emptyCString))
             postFieldsSet = true
+        }
+        let http1 = r.body.count > Transfer.bodyOverHTTP1Above && (wanted.transport.httpVersion ?? .automatic) == .automatic
+        if http1 != versionForBody {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(http1 ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2TLS))
+            versionForBody = http1
         }
     }
 

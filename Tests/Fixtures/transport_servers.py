@@ -212,6 +212,7 @@ class TransportServers:
         location = /cookies/set {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Path=/"; return 200 "set"; }}
         location = /cookies/set-domain {{ default_type text/plain; add_header Set-Cookie "$arg_name=$arg_value; Domain=$arg_domain; Path=/"; return 200 "set"; }}
         location = /proto {{ default_type text/plain; return 200 "$server_protocol client=$ssl_client_s_dn"; }}
+        location = /to-ua {{ return 307 /ua; }}
         location = /trailers {{ default_type text/plain; add_trailer X-Checksum "abc"; return 200 "with trailers"; }}
         location = /x-default {{ default_type text/plain; return 200 "x-default=$http_x_default x-own=$http_x_own"; }}
         location /files/ {{ default_type text/plain; alias {www}/; }}
