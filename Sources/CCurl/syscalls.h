@@ -81,60 +81,31 @@ static inline void ccurl_spin_pause(void) {
     __builtin_ia32_pause();
 #elif defined(__aarch64__) || defined(__arm__)
     __asm__ __volatile__("yield");
-/* Bytes the program has read from the TCP socket `fd` so far: those received (struct tcp_info's
- * tcpi_bytes_received, Linux 4.1 and later, see `ccurl_tcp_bytes`) less those waiting to be read
- * (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */
-static inline long long ccurl_tcp_bytes_read(int fd) {
-    enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
-    unsigned long long buffer[32];
-    socklen_t length = sizeof buffer;
-    unsigned long long got;
-    int waiting = 0;
-    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8 ||
-        ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0)
-        return -1;
-    memcpy(&got, (const char *)buffer + received, 8);
-    if (got > 0x7fffffffffffffffULL)
-        got = 0x7fffffffffffffffULL;
-    return (long long)got > waiting ? (long long)got - waiting : 0;
-}
-
-/* What the descriptor `fd` stands for (its inode number, unique among the open sockets), to tell
- * a socket from a later one given the same number; 0 when unknown. */
-static inline unsigned long long ccurl_file_identity(int fd) {
-    struct stat status;
-    return fd >= 0 && fstat(fd, &status) == 0 ? (unsigned long long)status.st_ino : 0;
-}
-
-/* Resets the TCP connection of socket `fd` at once and keeps the descriptor: a connect() to
- * AF_UNSPEC disconnects it (the kernel sends a reset and drops what waits to be read). What
- * reads the descriptor then gets an error (ECONNRESET, then ENOTCONN), a poll sees it ready, and
- * the close of its owner closes it as before. 0 when done. */
-static inline int ccurl_tcp_reset(int fd) {
-    struct sockaddr unspecified;
-    memset(&unspecified, 0, sizeof unspecified);
-    unspecified.sa_family = AF_UNSPEC;
-    return connect(fd, &unspecified, sizeof unspecified);
-}
-
 #endif
 }
 
-/* Bytes received plus bytes sent and acknowledged on the TCP socket `fd` (struct tcp_info,
- * Linux 4.1 and later), TLS records and partial header lines included; -1 when unknown. One
- * non-blocking getsockopt. */
-static inline long long ccurl_tcp_bytes(int fd) {
+/* The counters of bytes acknowledged (sent) and received on the TCP socket `fd` (struct
+ * tcp_info, Linux 4.1 and later), TLS records and partial header lines included; 0 when known.
+ * One non-blocking getsockopt. */
+static inline int ccurl_tcp_counters(int fd, unsigned long long *sent, unsigned long long *got) {
     /* glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's (linux/tcp.h, which
      * cannot be included beside glibc's) goes on with the __u64 fields tcpi_pacing_rate,
      * tcpi_max_pacing_rate, tcpi_bytes_acked and tcpi_bytes_received (Linux 4.1), 8-aligned. */
     enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
     unsigned long long buffer[32];
     socklen_t length = sizeof buffer;
-    unsigned long long sent, got;
     if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8)
         return -1;
-    memcpy(&sent, (const char *)buffer + acked, 8);
-    memcpy(&got, (const char *)buffer + received, 8);
+    memcpy(sent, (const char *)buffer + acked, 8);
+    memcpy(got, (const char *)buffer + received, 8);
+    return 0;
+}
+
+/* Bytes received plus bytes sent and acknowledged on the TCP socket `fd`; -1 when unknown. */
+static inline long long ccurl_tcp_bytes(int fd) {
+    unsigned long long sent, got;
+    if (ccurl_tcp_counters(fd, &sent, &got) != 0)
+        return -1;
     unsigned long long sum = sent + got;
     return sum < sent || sum > 0x7fffffffffffffffULL ? 0x7fffffffffffffffLL : (long long)sum;
 }
@@ -164,19 +135,13 @@ static inline int ccurl_socket_has_input(int fd) {
 /* Shuts the sending side of socket `fd`: what is written on it from then on fails (EPIPE). */
 static inline void ccurl_shutdown_write(int fd) { (void)shutdown(fd, SHUT_WR); }
 
-/* Bytes the program has read from the TCP socket `fd` so far: those received (struct tcp_info's
- * tcpi_bytes_received, Linux 4.1 and later, see `ccurl_tcp_bytes`) less those waiting to be read
- * (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */
+/* Bytes the program has read from the TCP socket `fd` so far: those received less those waiting
+ * to be read (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */
 static inline long long ccurl_tcp_bytes_read(int fd) {
-    enum { acked = (offsetof(struct tcp_info, tcpi_total_retrans) + 4 + 7) / 8 * 8 + 16, received = acked + 8 };
-    unsigned long long buffer[32];
-    socklen_t length = sizeof buffer;
-    unsigned long long got;
+    unsigned long long sent, got;
     int waiting = 0;
-    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buffer, &length) != 0 || length < received + 8 ||
-        ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0)
+    if (ccurl_tcp_counters(fd, &sent, &got) != 0 || ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0)
         return -1;
-    memcpy(&got, (const char *)buffer + received, 8);
     if (got > 0x7fffffffffffffffULL)
         got = 0x7fffffffffffffffULL;
     return (long long)got > waiting ? (long long)got - waiting : 0;
