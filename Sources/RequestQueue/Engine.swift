@@ -114,12 +114,12 @@ final class Engine: @unchecked Sendable {
     /// Counts the callbacks from libcurl that took something from a response (a header line, body
     /// bytes): an engine held inside a perform runs none. Written by the engine thread only.
     let callbacksRun = Atomic<Int>(0)
+    @inline(__always)
+    func noteCallback() { callbacksRun.store(callbacksRun.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
     /// The TCP sockets of the engine's connections (descriptor and identity) as the watch sees
     /// them, and the connections it reset that the engine has not yet seen: under `watchLock`. A
     /// socket leaves the table before libcurl closes it (`socketClosed`), so that the watch never
     /// resets a descriptor that no longer is one of this engine's.
-    @inline(__always)
-    func noteCallback() { callbacksRun.store(callbacksRun.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
     private let watchLock = Lock()
     private var watchedSockets: [Int32: UInt64] = [:]
     private var resetConnections: [Int32: (bytes: Int64, seconds: Double)] = [:]

@@ -53,7 +53,7 @@ final class Transfer {
     var ownCookies: [CChar]?
     /// Whether CURLOPT_POSTFIELDS points into the attempt's request body (unset by `end`).
     private var postFieldsSet = false
-    /// Whether CURLOPT_HTTP_VERSION is HTTP/1.1 for this attempt's body (`bodyOverHTTP1`) rather
+    /// Whether CURLOPT_HTTP_VERSION is HTTP/1.1 for this attempt's body (`bodyOverHTTP1Above`) rather
     /// than what the options say.
     private var versionForBody = false
     private var outOfMemory = false
