@@ -132,8 +132,6 @@ static inline int ccurl_socket_has_input(int fd) {
     return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
-/* Shuts the sending side of socket `fd`: what is written on it from then on fails (EPIPE). */
-static inline void ccurl_shutdown_write(int fd) { (void)shutdown(fd, SHUT_WR); }
 
 /* Bytes the program has read from the TCP socket `fd` so far: those received less those waiting
  * to be read (FIONREAD); -1 when unknown (not a TCP socket). Two non-blocking system calls. */

@@ -527,6 +527,13 @@ final class Engine: @unchecked Sendable {
             let code = ccurl_msg_result(message)
             guard let transfer = runningTransfer(of: easy), let request = transfer.request else { continue }
             let generation = transfer.generation
+            // The kept connection libcurl chose had bytes waiting: the same attempt again, on
+            // another transfer (`Transfer.connected`).
+            if transfer.beginsAgain {
+                recycle(transfer)
+                begin(request, generation: generation)
+                continue
+            }
             let response = transfer.response(for: request, code: code)
             recycle(transfer)
             finished(request, generation, response)

@@ -79,6 +79,10 @@ final class Transfer {
     /// Whether such a resend of a non-idempotent request was refused: the attempt ends with
     /// RQ_OUTCOME_CONNECTION_LOST.
     private var resendRefused = false
+    /// Set when the request was not sent on the kept connection libcurl chose, which had bytes
+    /// waiting (`connected`): the engine begins the attempt again on another transfer
+    /// (`Engine.readFinished`), which a new connection serves.
+    private(set) var beginsAgain = false
     /// Whether the attempt stopped at a 303 that libcurl would follow with the request's own
     /// method, or at a 304 with a Location (see `headEnded`): that 3xx is the response.
     private var seeOtherKept = false
@@ -323,6 +327,7 @@ final class Transfer {
         awaitingHeaders = true
         sentUnanswered = false
         resendRefused = false
+        beginsAgain = false
         seeOtherKept = false
         headHandled = false
         headDeferred = false
@@ -1044,14 +1049,18 @@ final class Transfer {
             socket = engine.socket(for: key)
             // A kept HTTP/1.x connection must have nothing to read before a request goes on it:
             // bytes there were sent before the request (a response nobody asked for, a body after
-            // a HEAD's or a 204's head, a 408 on the idle connection) and would be read as its
-            // reply. libcurl 7.88 uses such a connection again (8.0 no longer does: "deny reuse
-            // on unclean connections"). Shutting its sending side makes the request's send fail,
-            // and libcurl sends it on a new connection ("Connection died, retrying a fresh
-            // connect"): the request never went out on this one, whatever its method.
+            // a HEAD's or a 204's head, a 408 on the idle connection, its close) and would be read
+            // as its reply. libcurl 7.88 uses such a connection again (8.0 no longer does: "deny
+            // reuse on unclean connections"). The request does not go out on it, whatever its
+            // method: the connection is reset (libcurl finds it dead from then on), this transfer
+            // refuses to send, and the engine begins the attempt again on another one. (Letting
+            // libcurl's send fail instead, and libcurl send the request on a new connection, left
+            // that failure's message in the error buffer, where libcurl 7.88 keeps the first of a
+            // transfer: a later error of the reply was reported as that "Send failure".)
             if socket >= 0, carriesHTTP1(socket), ccurl_socket_has_input(socket) != 0 {
-                ccurl_shutdown_write(socket)
-                return true
+                _ = ccurl_tcp_reset(socket)
+                beginsAgain = true
+                return false
             }
         }
         sentUnanswered = true

@@ -793,6 +793,23 @@ static void late_bytes(rq_queue *queue) {
         CHECK(o.body_size == 4, "late bytes %zu: the next request got a reply of %zu bytes, sent before it, instead of its own (4)", i,
               o.body_size);
     }
+    /* Late bytes, then a reply that fails (a bad chunk size): its own error, not one of the kept
+     * connection's, on one attempt. (libcurl keeps the first error message of a transfer: when
+     * its send failed on the kept connection before it sent the request again on a new one, the
+     * reply's error was reported as that "Send failure", a lost connection, and retried.) */
+    static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+    char bytes[256], extra[96];
+    snprintf(bytes, sizeof bytes, "%s%s", reply, forged);
+    snprintf(extra, sizeof extra, "&split=%zu&pace=0.05&keep=1&late=bad-chunk", strlen(reply));
+    char *path = raw_path(bytes, strlen(bytes), extra);
+    outcome_t o;
+    run(queue, path, NULL, NULL, &o);
+    free(path);
+    rqt_sleep(1);
+    run(queue, "/case/bad-chunk?chunk=zz&after-late=1", retry_default, NULL, &o);
+    CHECK(o.outcome == RQ_OUTCOME_BAD_RESPONSE && o.attempts == 1 && strstr(o.message, "chunked"),
+          "late bytes, then a bad chunk: outcome %s (%s), %u attempts", rq_outcome_str((int)o.outcome), o.message,
+          o.attempts);
 }
 
 /* Header bytes RFC 9112 forbids or deprecates: NUL (refused by libcurl), a bare CR, obs-fold. */
