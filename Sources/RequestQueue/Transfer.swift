@@ -268,7 +268,10 @@ final class Transfer {
     /// first header line is a continuation line (obs-fold) then has libcurl append that line to
     /// freed memory, a double free that a server could use to crash the host. Debian 12's 7.88.1
     /// has it. There a handle serves one transfer only (`renewHandle`).
-    static let handleServesOneTransfer = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
+    static let handleServesOneTransfer = libcurlBefore8_1
+
+    /// Whether the libcurl in use is older than 8.1.0 (Debian 12's is 7.88.1).
+    private static let libcurlBefore8_1 = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
 
     /// libcurl before 8.1.0 uploads over HTTP/2 badly once the server answers before it has read
     /// the body: when the answer is a redirect that libcurl follows, libcurl goes on offering the
@@ -277,8 +280,7 @@ final class Transfer {
     /// POST of 200 KB, 6 times in 10 on a loaded machine); an answer that comes with the stream's
     /// reset is lost. A body over the usual window (64 KiB) goes over HTTP/1.1 there, unless the
     /// request asked for a version (RQ_OPTION_HTTP_VERSION). Int.max from libcurl 8.1.0.
-    static let bodyOverHTTP1Above = (curl_version_info(CURLVERSION_TENTH)?.pointee.version_num ?? 0) < 0x08_01_00
-        ? 65536 : Int.max
+    static let bodyOverHTTP1Above = libcurlBefore8_1 ? 65536 : Int.max
 
     /// Whether the handle ran a transfer since it was made (`begin`).
     private var handleUsed = false

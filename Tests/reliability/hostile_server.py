@@ -423,37 +423,34 @@ def h2_request_headers(conn, data):
         data += piece
 
 
+# The cleartext HTTP/2 cases (see the module's doc): what follows the server's SETTINGS, and the
+# piece repeated after it (a flood) or b"" (none). 0x88 is ":status: 200" (HPACK's static entry 8).
+H2_CASES = {
+    # Frames that carry nothing for the stream: empty DATA, PRIORITY.
+    "nothing": (h2_frame(1, 4, 1, b"\x88"), (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000),
+    # CONTINUATION frames after a HEADERS frame that does not end the headers.
+    "continuation": (h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000),
+    # A 4000-byte field added to HPACK's dynamic table (index 62; "\x7f\xa1\x1e" is 4000 as an
+    # HPACK integer with a 7-bit prefix), then 1000 one-byte references to it: 4 MB of fields
+    # from 5 KB.
+    "hpack-bomb": (h2_frame(1, 4, 1, b"\x88\x40\x03x-b\x7f\xa1\x1e" + b"v" * 4000 + b"\xbe" * 1000)
+                   + h2_frame(0, 1, 1, b"ok"), b""),
+    # A body "ok", then trailers ("x-trailer: t") in a HEADERS frame that ends the stream.
+    "trailers": (h2_frame(1, 4, 1, b"\x88") + h2_frame(0, 0, 1, b"ok") + h2_frame(1, 5, 1, b"\x00\x09x-trailer\x01t"), b""),
+    # A GOAWAY whose last stream is 0: the request's stream was not processed.
+    "goaway": (h2_frame(7, 0, 0, struct.pack(">II", 0, 0)), b""),
+    # A header name in upper case ("X-Upper: 1", HPACK literals): malformed in HTTP/2.
+    "upper-name": (h2_frame(1, 4, 1, b"\x88\x00\x07X-Upper\x011") + h2_frame(0, 1, 1, b"ok"), b""),
+}
+
+
 def serve_h2c_flood(conn, rest):
-    """See the module's doc: cleartext HTTP/2 frames that carry nothing for the stream, or with
-    "continuation" in the request's HEADERS (a header the client sends, such as
-    "X-Case: ^^^^^^^^^^continuation": HPACK sends a value as it is when Huffman's code for it is
-    longer), CONTINUATION frames after a HEADERS frame that does not end the headers."""
+    """A cleartext HTTP/2 connection: the case of H2_CASES named in the request's HEADERS (a header
+    the client sends, such as "X-Case: ^^^^^^^^^^goaway": HPACK sends a value as it is when
+    Huffman's code for it is longer), "nothing" when none is; a flood ends with a DATA frame "ok"."""
     headers = h2_request_headers(conn, rest)
-    modes = ("continuation", "hpack-bomb", "upper-name", "trailers", "goaway")
-    mode = next((m for m in modes if m.encode() in headers), "nothing")
-    if mode == "continuation":
-        first, piece = h2_frame(1, 0, 1, b"\x88"), h2_frame(9, 0, 1) * 4000
-    elif mode == "hpack-bomb":
-        # A 4000-byte field added to HPACK's dynamic table (index 62), then 1000 one-byte
-        # references to it: 4 MB of header fields from 5 KB, and the end of the stream.
-        # ("\x7f\xa1\x1e" is 4000 as an HPACK integer with a 7-bit prefix.)
-        field = b"\x40\x03x-b\x7f\xa1\x1e" + b"v" * 4000
-        first = h2_frame(1, 4, 1, b"\x88" + field + b"\xbe" * 1000) + h2_frame(0, 1, 1, b"ok")
-        piece = b""
-    elif mode == "trailers":
-        # A body "ok", then trailers ("x-trailer: t") in a HEADERS frame that ends the stream.
-        first = h2_frame(1, 4, 1, b"\x88") + h2_frame(0, 0, 1, b"ok") + h2_frame(1, 5, 1, b"\x00\x09x-trailer\x01t")
-        piece = b""
-    elif mode == "goaway":
-        # A GOAWAY whose last stream is 0: the request's stream was not processed.
-        first, piece = h2_frame(7, 0, 0, struct.pack(">II", 0, 0)), b""
-    elif mode == "upper-name":
-        # A header name in upper case ("X-Upper: 1", HPACK literals): malformed in HTTP/2.
-        first = h2_frame(1, 4, 1, b"\x88\x00\x07X-Upper\x011") + h2_frame(0, 1, 1, b"ok")
-        piece = b""
-    else:
-        first = h2_frame(1, 4, 1, b"\x88")
-        piece = (h2_frame(0, 0, 1) + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15))) * 2000
+    mode = next((m for m in H2_CASES if m != "nothing" and m.encode() in headers), "nothing")
+    first, piece = H2_CASES[mode]
     started, ended = time.monotonic(), "time"
     try:
         # SETTINGS, an acknowledgement of the client's, the response's HEADERS (":status: 200",
@@ -465,7 +462,8 @@ def serve_h2c_flood(conn, rest):
         ended = "client"
     else:
         try:
-            conn.sendall(h2_frame(0, 1, 1, b"ok"))
+            if piece:
+                conn.sendall(h2_frame(0, 1, 1, b"ok"))
             conn.settimeout(5)
             while conn.recv(65536):
                 pass
